@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { Config } from './config.ts';
+import type { DatabaseHandle } from './db/database.ts';
+import { authenticate } from './http/authenticate.ts';
+import { registerOpenApi } from './http/openapi.ts';
+import { HttpError, problemBody } from './http/problems.ts';
+import { registerRoutes } from './http/routes/index.ts';
+import { toValidationError, validatorCompiler } from './http/validation.ts';
+import type { Principal } from './identity/access.ts';
+import { type Clock, systemClock } from './time.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Reachable without an API key. */
+    public?: boolean;
+  }
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+export interface AppContext {
+  readonly config: Config;
+  readonly database: DatabaseHandle;
+  readonly clock: Clock;
+}
+
+export interface AppOptions {
+  database: DatabaseHandle;
+  clock?: Clock;
+  /** TLS material; absent when TRUST_PROXY puts a TLS-terminating proxy in front, or for inject-only tests. */
+  https?: { key: string | Buffer; cert: string | Buffer };
+  /** Where log lines go (tests capture them); stdout by default. */
+  logStream?: NodeJS.WritableStream;
+}
+
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+const BODY_LIMIT = 1024 * 1024;
+const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
+const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+const DB_UNREACHABLE = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|57P0[1-3]|08\w{3})$/;
+
+/** Builds the HTTP application; `main.ts` decides whether and where it listens. */
+export async function buildApp(config: Config, options: AppOptions): Promise<App> {
+  const ctx: AppContext = { config, database: options.database, clock: options.clock ?? systemClock };
+  const serverOptions = {
+    logger: {
+      level: config.logLevel,
+      stream: options.logStream,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
+    },
+    bodyLimit: BODY_LIMIT,
+    trustProxy: config.trustProxy,
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    forceCloseConnections: 'idle' as const,
+    return503OnClosing: true,
+  };
+  const app = (options.https
+    ? Fastify({ ...serverOptions, https: options.https })
+    : Fastify(serverOptions)
+  ).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.decorateRequest('principal', null as unknown as Principal);
+
+  // An empty body on a JSON request (a bodiless POST from curl -H 'Content-Type: application/json')
+  // means "no body"; anything else must parse.
+  // Only JSON is accepted: without the text parser Fastify would hand plain text to the handlers.
+  app.removeContentTypeParser('text/plain');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+    if (config.trustProxy && request.url !== '/health') {
+      const proto = String(request.headers['x-forwarded-proto'] ?? '')
+        .split(',')[0]
+        ?.trim();
+      if (proto !== 'https') {
+        throw new HttpError('https_required', 'This API is served over HTTPS only; repeat the request with https://.');
+      }
+    }
+    const route = request.routeOptions;
+    if (!route.url?.startsWith('/v3/') || route.config.public) return;
+    request.principal = await authenticate(request, ctx.database.db, config, ctx.clock);
+  });
+
+  // Every route is also put in a method-blind router, so an unknown method on a known path is a 405.
+  const knownPaths = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) knownPaths.on(method as HTTPMethod, route.url, () => {});
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const problem = toHttpError(error);
+    if (problem.status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+    } else if (problem.code === 'validation') {
+      request.log.info({ errors: problem.errors }, 'invalid request');
+    }
+    return reply
+      .code(problem.status)
+      .headers(problem.headers)
+      .type('application/problem+json')
+      .send(problemBody(config.publicUrl, problem));
+
+    function toHttpError(err: FastifyError): HttpError {
+      if (err instanceof HttpError) return err;
+      if (err.validation) return toValidationError(err.validation as never, err.validationContext);
+      switch (err.code) {
+        case 'FST_ERR_CTP_BODY_TOO_LARGE':
+          return new HttpError('payload_too_large', `The body is larger than the limit of ${BODY_LIMIT} bytes.`);
+        case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+          return new HttpError('unsupported_media_type', 'Send the body as JSON with the header Content-Type: application/json.');
+        case 'FST_ERR_CTP_INVALID_JSON_BODY':
+          return new HttpError('bad_request', 'The body is not valid JSON.');
+      }
+      if (err instanceof SyntaxError || (err.statusCode === 400 && err.code?.startsWith('FST_ERR_CTP'))) {
+        return new HttpError('bad_request', `The body is not valid JSON: ${err.message}`);
+      }
+      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+        return new HttpError(err.statusCode === 404 ? 'not_found' : 'bad_request', err.message);
+      }
+      if (DB_UNREACHABLE.test(String(err.code ?? ''))) {
+        return new HttpError('service_unavailable', `The database is unreachable; try again shortly (error id ${request.id}).`, {
+          headers: { 'Retry-After': '5' },
+        });
+      }
+      return new HttpError('internal', `The server could not process the request (error id ${request.id}).`);
+    }
+  });
+
+  app.setNotFoundHandler(async (request) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const version = /^\/(v\d+)(\/|$)/.exec(path)?.[1];
+    if (version && version !== 'v3') {
+      throw new HttpError(
+        'not_found',
+        `API version ${version} is not supported; v3 is the only supported version (${config.publicUrl}/v3).`,
+      );
+    }
+    const allowed = METHODS.filter((method) => knownPaths.find(method, path) !== null);
+    if (allowed.length > 0) {
+      throw new HttpError('method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}.`, {
+        headers: { Allow: allowed.join(', ') },
+      });
+    }
+    throw new HttpError('not_found', `There is no ${request.method} ${path}. The API lives under /v3; see /docs.`);
+  });
+
+  await registerOpenApi(app, config);
+  await registerRoutes(app, ctx);
+  return app;
+}

@@ -1,0 +1,90 @@
+import { Ajv, type ErrorObject, type Options } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifySchemaCompiler } from 'fastify';
+import { type FieldErrors, type HttpError, validationError } from './problems.ts';
+
+const shared: Options = { allErrors: true, removeAdditional: false, useDefaults: true, verbose: true, strict: false };
+
+// JSON bodies are taken as typed: "5" is not an integer. Path and query values are text on the
+// wire, so those are coerced, and a single query value becomes a one-element array.
+const bodyAjv = addFormats.default(new Ajv({ ...shared, coerceTypes: false }));
+const textAjv = addFormats.default(new Ajv({ ...shared, coerceTypes: 'array' }));
+
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) =>
+  (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+
+const TYPE_NAMES: Record<string, string> = {
+  integer: 'an integer',
+  number: 'a number',
+  string: 'a string',
+  boolean: 'a boolean',
+  array: 'an array',
+  object: 'an object',
+  null: 'null',
+};
+
+/** Turns Ajv's errors into `{field: ["what is wrong"]}`, field paths in dot notation. */
+export function toValidationError(errors: ErrorObject[], context: string | undefined): HttpError {
+  const fields: FieldErrors = {};
+  const add = (field: string, message: string) => {
+    const key = field || context || 'body';
+    const list = fields[key] ?? [];
+    if (!list.includes(message)) list.push(message);
+    fields[key] = list;
+  };
+  for (const error of errors) {
+    const path = error.instancePath.slice(1).replaceAll('/', '.');
+    const join = (name: string) => (path ? `${path}.${name}` : name);
+    const params = error.params as Record<string, unknown>;
+    switch (error.keyword) {
+      case 'required':
+        add(join(String(params.missingProperty)), 'is required');
+        break;
+      case 'additionalProperties': {
+        const name = String(params.additionalProperty);
+        if (context === 'querystring') {
+          const known = Object.keys((error.parentSchema as { properties?: object })?.properties ?? {});
+          add(name, `is not a known parameter; allowed: ${known.join(', ')}`);
+        } else {
+          add(join(name), 'is not a known field');
+        }
+        break;
+      }
+      default:
+        add(path, describe(error));
+    }
+  }
+  return validationError(fields);
+}
+
+function describe(error: ErrorObject): string {
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'type': {
+      const types = String(params.type).split(',');
+      return `must be ${types.map((t) => TYPE_NAMES[t] ?? t).join(' or ')}`;
+    }
+    case 'enum':
+      return `must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
+    case 'const':
+      return `must be ${JSON.stringify(params.allowedValue)}`;
+    case 'maxLength':
+      return `must be at most ${params.limit} characters`;
+    case 'minLength':
+      return params.limit === 1 ? 'must not be empty' : `must be at least ${params.limit} characters`;
+    case 'maximum':
+      return `must be at most ${params.limit}`;
+    case 'minimum':
+      return `must be at least ${params.limit}`;
+    case 'maxItems':
+      return `must have at most ${params.limit} items`;
+    case 'minItems':
+      return `must have at least ${params.limit} items`;
+    case 'uniqueItems':
+      return 'must not repeat an item';
+    case 'format':
+      return params.format === 'email' ? 'must be a valid email address' : `must be a valid ${params.format}`;
+    default:
+      return 'is invalid';
+  }
+}
