@@ -53,6 +53,7 @@ export type App = FastifyInstance<
 >;
 
 const BODY_LIMIT = 1024 * 1024;
+const API_KEY_IN_TEXT = /hop_[0-9A-Za-z]{46}/g;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const DB_UNREACHABLE = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|57P0[1-3]|08\w{3})$/;
@@ -65,6 +66,15 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
       level: config.logLevel,
       stream: options.logStream,
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
+      serializers: {
+        // A key pasted into a URL by mistake must not reach the logs either.
+        req: (req: { method: string; url: string; host?: string; ip?: string }) => ({
+          method: req.method,
+          url: req.url.replace(API_KEY_IN_TEXT, 'hop_[redacted]'),
+          host: req.host,
+          remoteAddress: req.ip,
+        }),
+      },
     },
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
@@ -89,8 +99,13 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
   app.removeContentTypeParser('text/plain');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') done(null, undefined);
-    else parseJson(request, body as string, done);
+    if (body === '') return done(null, undefined);
+    parseJson(request, body as string, (error, value) => {
+      // PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database.
+      if (!error && hasNul(value))
+        return done(new HttpError('bad_request', 'Strings must not contain NUL (\\u0000) characters.'), undefined);
+      done(error, value);
+    });
   });
 
   app.addHook('onRequest', async (request, reply) => {
@@ -174,4 +189,11 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
   await registerOpenApi(app, config);
   await registerRoutes(app, ctx);
   return app;
+}
+
+function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(hasNul);
+  if (value && typeof value === 'object') return Object.entries(value).some(([k, v]) => k.includes('\u0000') || hasNul(v));
+  return false;
 }

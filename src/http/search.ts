@@ -38,7 +38,7 @@ function filterValue(spec: FilterSpec): TSchema {
     case 'enum':
       return StringEnum(spec.values);
     default:
-      return Type.String({ minLength: 1, maxLength: 255 });
+      return Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000]*$' });
   }
 }
 

@@ -82,6 +82,8 @@ function describe(error: ErrorObject): string {
       return `must have at least ${params.limit} items`;
     case 'uniqueItems':
       return 'must not repeat an item';
+    case 'pattern':
+      return 'has an invalid format';
     case 'format':
       return params.format === 'email' ? 'must be a valid email address' : `must be a valid ${params.format}`;
     default:

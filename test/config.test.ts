@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
+import { generateApiKey } from '../src/identity/api-key-format.ts';
+
+describe('configuration', () => {
+  test('defaults follow DESIGN.md §3 and the result is frozen', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 8443);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.publicUrl, 'https://localhost:8443');
+    assert.equal(config.gracePeriodMs, 14 * 86_400_000);
+    assert.equal(config.role, 'all');
+    assert.equal(config.trustProxy, false);
+    assert.equal(config.mailFrom, 'Hopper <no-reply@localhost>');
+    assert.ok(config.dataDir.endsWith('/data'));
+    assert.ok(Object.isFrozen(config));
+    assert.throws(() => {
+      (config as { port: number }).port = 1;
+    });
+  });
+
+  test('durations: 30s, 15m, 2h, 14d', () => {
+    assert.equal(parseDuration('30s'), 30_000);
+    assert.equal(parseDuration('15m'), 900_000);
+    assert.equal(parseDuration('2h'), 7_200_000);
+    assert.equal(parseDuration('14d'), 1_209_600_000);
+    for (const bad of ['', '5', '1w', '-1s', '1.5h', 'soon']) assert.equal(parseDuration(bad), undefined, bad);
+  });
+
+  test('every invalid variable is reported at once, named, with the accepted form', () => {
+    const error = (() => {
+      try {
+        loadConfig({
+          PORT: 'eighty',
+          GRACE_PERIOD: 'forever',
+          ROLE: 'boss',
+          TRUST_PROXY: 'maybe',
+          PUBLIC_URL: 'ftp://x',
+          BOOTSTRAP_ADMIN_KEY: 'hop_nope',
+          TLS_CERT_FILE: '/tmp/cert.pem',
+          DATABASE_URL: 'mysql://x',
+        });
+      } catch (e) {
+        return e as Error;
+      }
+    })();
+    assert.ok(error instanceof ConfigError);
+    for (const name of [
+      'PORT',
+      'GRACE_PERIOD',
+      'ROLE',
+      'TRUST_PROXY',
+      'PUBLIC_URL',
+      'BOOTSTRAP_ADMIN_KEY',
+      'TLS_CERT_FILE',
+      'DATABASE_URL',
+    ]) {
+      assert.match(error.message, new RegExp(name), name);
+    }
+    assert.match(error.message, /30s, 15m, 2h or 14d/);
+  });
+
+  test('ROLE=api or worker needs DATABASE_URL (PGlite is one process)', () => {
+    assert.throws(() => loadConfig({ ROLE: 'worker' }), /ROLE=worker needs DATABASE_URL/);
+    assert.equal(loadConfig({ ROLE: 'api', DATABASE_URL: 'postgres://localhost/x' }).role, 'api');
+  });
+
+  test('a well-formed BOOTSTRAP_ADMIN_KEY is accepted; PUBLIC_URL loses its trailing slash', () => {
+    const key = generateApiKey();
+    const config = loadConfig({ BOOTSTRAP_ADMIN_KEY: key, PUBLIC_URL: 'https://hopper.example.com/' });
+    assert.equal(config.bootstrapAdminKey, key);
+    assert.equal(config.publicUrl, 'https://hopper.example.com');
+  });
+});
