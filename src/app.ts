@@ -4,6 +4,8 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
   type RawServerDefault,
@@ -17,6 +19,8 @@ import { HttpError, problemBody } from './http/problems.ts';
 import { registerRoutes } from './http/routes/index.ts';
 import { toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
+import { createLogger, type Logger } from './log.ts';
+import type { JobQueue } from './sending/queue.ts';
 import { type Clock, systemClock } from './time.ts';
 
 declare module 'fastify' {
@@ -32,15 +36,19 @@ declare module 'fastify' {
 export interface AppContext {
   readonly config: Config;
   readonly database: DatabaseHandle;
+  readonly queue: JobQueue;
   readonly clock: Clock;
 }
 
 export interface AppOptions {
   database: DatabaseHandle;
+  queue: JobQueue;
   clock?: Clock;
   /** TLS material; absent when TRUST_PROXY puts a TLS-terminating proxy in front, or for inject-only tests. */
   https?: { key: string | Buffer; cert: string | Buffer };
-  /** Where log lines go (tests capture them); stdout by default. */
+  /** The process's logger (shared with the workers); made here when absent. */
+  logger?: Logger;
+  /** Where log lines go when the logger is made here (tests capture them); stdout by default. */
   logStream?: NodeJS.WritableStream;
 }
 
@@ -53,34 +61,29 @@ export type App = FastifyInstance<
 >;
 
 const BODY_LIMIT = 1024 * 1024;
-const API_KEY_IN_TEXT = /hop_[0-9A-Za-z]{46}/g;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const DB_UNREACHABLE = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|57P0[1-3]|08\w{3})$/;
 
 /** Builds the HTTP application; `main.ts` decides whether and where it listens. */
 export async function buildApp(config: Config, options: AppOptions): Promise<App> {
-  const ctx: AppContext = { config, database: options.database, clock: options.clock ?? systemClock };
+  const ctx: AppContext = { config, database: options.database, queue: options.queue, clock: options.clock ?? systemClock };
   const serverOptions = {
-    logger: {
-      level: config.logLevel,
-      stream: options.logStream,
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
-      serializers: {
-        // A key pasted into a URL by mistake must not reach the logs either.
-        req: (req: { method: string; url: string; host?: string; ip?: string }) => ({
-          method: req.method,
-          url: req.url.replace(API_KEY_IN_TEXT, 'hop_[redacted]'),
-          host: req.host,
-          remoteAddress: req.ip,
-        }),
-      },
-    },
+    loggerInstance: options.logger ?? createLogger(config, options.logStream),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    // Errors the router raises before any hook runs (a malformed URL, an absurdly long id) get
+    // the same problem+json shape as everything else.
+    frameworkErrors: (error: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+      const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long.' : 'The URL is malformed.';
+      reply
+        .code(400)
+        .type('application/problem+json')
+        .send(problemBody(config.publicUrl, new HttpError('bad_request', message)));
     },
     forceCloseConnections: 'idle' as const,
     return503OnClosing: true,
@@ -147,7 +150,10 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
       if (err.validation) return toValidationError(err.validation as never, err.validationContext);
       switch (err.code) {
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
-          return new HttpError('payload_too_large', `The body is larger than the limit of ${BODY_LIMIT} bytes.`);
+          return new HttpError(
+            'payload_too_large',
+            `The body is larger than the limit of ${request.routeOptions.bodyLimit ?? BODY_LIMIT} bytes.`,
+          );
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return new HttpError('unsupported_media_type', 'Send the body as JSON with the header Content-Type: application/json.');
         case 'FST_ERR_CTP_INVALID_JSON_BODY':

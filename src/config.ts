@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { join, resolve } from 'node:path';
 import { parseApiKey } from './identity/api-key-format.ts';
 
 export const ROLES = ['all', 'api', 'worker'] as const;
@@ -19,19 +20,60 @@ export interface Config {
   readonly gracePeriodMs: number;
   readonly smtpUrl: string | undefined;
   readonly mailFrom: string;
+  /** SMTP connections kept open by the pool, per worker process. */
+  readonly smtpMaxConnections: number;
+  /** Messages per second per worker process; 0 for no limit. */
+  readonly smtpRateLimit: number;
+  /** First retry delay after a temporary delivery failure (doubled per attempt). */
+  readonly sendRetryBaseMs: number;
+  /** How long a worker's claim on a delivery lasts before another worker may take it over. */
+  readonly sendLeaseMs: number;
+  /** Deliveries a delivery job claims per round trip; also bounds how many `sent` records one statement holds. */
+  readonly sendBatchSize: number;
   readonly role: ProcessRole;
   readonly logLevel: string;
+  /** Where the local-disk media store keeps files (DATA_DIR/media unless MEDIA_DIR says otherwise). */
+  readonly mediaDir: string;
+  /** Largest media file accepted, by upload or by URL. */
+  readonly mediaMaxBytes: number;
+  /** How long fetching a media `full_url` may take, headers and body together. */
+  readonly mediaFetchTimeoutMs: number;
+  /** Lets media URLs point at loopback/private addresses; off by default, as that is how SSRF reaches internal services. */
+  readonly mediaFetchAllowPrivate: boolean;
+  /** SendGrid's Event Webhook verification key (ECDSA P-256); unset: the webhook refuses every post. */
+  readonly sendgridWebhookKey: KeyObject | undefined;
+  /** The Sandbox voicemail provider (drops recorded under DATA_DIR/voicemail); on unless SANDBOX_VOICEMAIL=false. */
+  readonly sandboxVoicemail: boolean;
+  /** How long after a Sandbox drop its outcome is reported. */
+  readonly sandboxDelayMs: number;
+  /** Slybroadcast's credentials and endpoint; undefined: the provider is not configured. */
+  readonly slybroadcast: SlybroadcastConfig | undefined;
+  /** Drop Cowboy's credentials, endpoint and webhook signing secret; undefined: not configured. */
+  readonly dropCowboy: DropCowboyConfig | undefined;
+}
+
+export interface SlybroadcastConfig {
+  readonly uid: string;
+  readonly password: string;
+  readonly url: string;
+}
+
+export interface DropCowboyConfig {
+  readonly key: string;
+  readonly secret: string;
+  readonly webhookSecret: string;
+  readonly url: string;
 }
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-const DURATION_UNITS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** Parses `30s`, `15m`, `2h`, `14d` into milliseconds; returns undefined for anything else. */
+/** Parses `500ms`, `30s`, `15m`, `2h`, `14d` into milliseconds; returns undefined for anything else. */
 export function parseDuration(text: string): number | undefined {
-  const match = /^(\d{1,6})([smhd])$/.exec(text.trim());
+  const match = /^(\d{1,6})(ms|s|m|h|d)$/.exec(text.trim());
   if (!match) return undefined;
   return Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS];
 }
@@ -84,6 +126,11 @@ export function loadConfig(env: Env = process.env): Config {
   const smtpUrl = text('SMTP_URL');
   if (smtpUrl && !/^smtps?:\/\//.test(smtpUrl)) problems.push('SMTP_URL must be an smtp:// or smtps:// URL');
   const mailFrom = text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>';
+  const smtpMaxConnections = integer('SMTP_MAX_CONNECTIONS', text('SMTP_MAX_CONNECTIONS') ?? '5', 1, 100);
+  const smtpRateLimit = integer('SMTP_RATE_LIMIT', text('SMTP_RATE_LIMIT') ?? '0', 0, 100_000);
+  const sendRetryBaseMs = duration('SEND_RETRY_BASE', text('SEND_RETRY_BASE') ?? '30s');
+  const sendLeaseMs = duration('SEND_LEASE', text('SEND_LEASE') ?? '2m');
+  const sendBatchSize = integer('SEND_BATCH_SIZE', text('SEND_BATCH_SIZE') ?? '100', 1, 1000);
 
   const roleText = text('ROLE') ?? 'all';
   const role = ROLES.find((r) => r === roleText);
@@ -96,6 +143,38 @@ export function loadConfig(env: Env = process.env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent');
   }
+
+  const mediaDir = resolve(text('MEDIA_DIR') ?? join(dataDir, 'media'));
+  const mediaMaxBytes = integer('MEDIA_MAX_BYTES', text('MEDIA_MAX_BYTES') ?? String(20 * 1024 * 1024), 1, 4 * 1024 ** 3);
+  const fetchTimeoutText = text('MEDIA_FETCH_TIMEOUT') ?? '30s';
+  const mediaFetchTimeoutMs = parseDuration(fetchTimeoutText);
+  if (mediaFetchTimeoutMs === undefined || mediaFetchTimeoutMs === 0) {
+    problems.push(`MEDIA_FETCH_TIMEOUT must look like 30s or 2m (got "${fetchTimeoutText}")`);
+  }
+  const mediaFetchAllowPrivate = boolean('MEDIA_FETCH_ALLOW_PRIVATE', text('MEDIA_FETCH_ALLOW_PRIVATE') ?? 'false');
+
+  const sendgridKeyText = text('SENDGRID_WEBHOOK_PUBLIC_KEY');
+  const sendgridWebhookKey = sendgridKeyText === undefined ? undefined : parseEcP256PublicKey(sendgridKeyText);
+  if (sendgridKeyText !== undefined && !sendgridWebhookKey) {
+    problems.push(
+      'SENDGRID_WEBHOOK_PUBLIC_KEY must be the ECDSA P-256 verification key SendGrid shows for the signed Event Webhook (base64, or PEM)',
+    );
+  }
+
+  const sandboxVoicemail = boolean('SANDBOX_VOICEMAIL', text('SANDBOX_VOICEMAIL') ?? 'true');
+  const sandboxDelayMs = duration('SANDBOX_DELAY', text('SANDBOX_DELAY') ?? '2s');
+  const slybroadcast = provider(
+    'Slybroadcast',
+    { uid: 'SLYBROADCAST_UID', password: 'SLYBROADCAST_PASSWORD' },
+    'SLYBROADCAST_URL',
+    'https://www.mobile-sphere.com/gateway/vmb.php',
+  );
+  const dropCowboy = provider(
+    'Drop Cowboy',
+    { key: 'DROPCOWBOY_KEY', secret: 'DROPCOWBOY_SECRET', webhookSecret: 'DROPCOWBOY_WEBHOOK_SECRET' },
+    'DROPCOWBOY_URL',
+    'https://api-v2.dropcowboy.com/rvm',
+  );
 
   if (problems.length > 0) {
     throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
@@ -115,8 +194,22 @@ export function loadConfig(env: Env = process.env): Config {
     gracePeriodMs: gracePeriodMs as number,
     smtpUrl,
     mailFrom,
+    smtpMaxConnections,
+    smtpRateLimit,
+    sendRetryBaseMs,
+    sendLeaseMs,
+    sendBatchSize,
     role: role as ProcessRole,
     logLevel,
+    mediaDir,
+    mediaMaxBytes,
+    mediaFetchTimeoutMs: mediaFetchTimeoutMs as number,
+    mediaFetchAllowPrivate,
+    sendgridWebhookKey,
+    sandboxVoicemail,
+    sandboxDelayMs,
+    slybroadcast,
+    dropCowboy,
   });
 
   function integer(name: string, value: string, min: number, max: number): number {
@@ -127,11 +220,49 @@ export function loadConfig(env: Env = process.env): Config {
     return n;
   }
 
+  function duration(name: string, value: string): number {
+    const ms = parseDuration(value);
+    if (ms === undefined || ms === 0) problems.push(`${name} must look like 500ms, 30s, 15m or 2h (got "${value}")`);
+    return ms ?? 0;
+  }
+
+  /** A provider's settings: all of its credentials, or none (not configured); the URL has a default. */
+  function provider<K extends string>(label: string, names: Record<K, string>, urlName: string, defaultUrl: string) {
+    const entries = Object.entries<string>(names).map(([field, name]) => [field, name, text(name)] as const);
+    const missing = entries.filter(([, , value]) => value === undefined).map(([, name]) => name);
+    const url = text(urlName) ?? defaultUrl;
+    if (!isHttpUrl(url)) problems.push(`${urlName} must be an absolute http(s) URL (got "${url}")`);
+    if (missing.length === entries.length) return undefined;
+    if (missing.length > 0) {
+      problems.push(`${label} needs ${entries.map(([, name]) => name).join(', ')} together; missing: ${missing.join(', ')}`);
+      return undefined;
+    }
+    const values = Object.fromEntries(entries.map(([field, , value]) => [field, value])) as Record<K, string>;
+    return Object.freeze({ ...values, url });
+  }
+
   function boolean(name: string, value: string): boolean {
     if (/^(true|1|yes)$/i.test(value)) return true;
     if (/^(false|0|no)$/i.test(value)) return false;
     problems.push(`${name} must be true or false (got "${value}")`);
     return false;
+  }
+}
+
+/**
+ * An ECDSA P-256 public key as SendGrid shows it (base64 of the DER SubjectPublicKeyInfo, maybe
+ * wrapped over several lines) or as PEM (whose line breaks may arrive as literal `\n` from an
+ * env file). Undefined when it is neither, or a key of another kind or curve.
+ */
+export function parseEcP256PublicKey(text: string): KeyObject | undefined {
+  try {
+    const pem = text.replace(/\\n/g, '\n');
+    const key = pem.includes('-----BEGIN')
+      ? createPublicKey(pem)
+      : createPublicKey({ key: Buffer.from(text.replace(/\s+/g, ''), 'base64'), format: 'der', type: 'spki' });
+    return key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1' ? key : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -49,6 +49,11 @@ describe('HTTP contract', () => {
     assertProblem(await admin.post('/v3/teams', huge, { 'content-type': 'application/json' }), 413, 'payload_too_large');
   });
 
+  test('router-level errors are problems too: malformed URLs and over-long path parameters', async () => {
+    assertProblem(await admin.get('/v3/users/%E0%A4%A'), 400, 'bad_request');
+    assertProblem(await admin.get(`/v3/users/${'9'.repeat(500)}`), 400, 'bad_request');
+  });
+
   test('validation problems name each field', async () => {
     const reply = await admin.post('/v3/users', { first_name: 5, email: 'not-an-email', bogus: true, id: 99 });
     assertProblem(reply, 400, 'validation');

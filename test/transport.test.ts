@@ -34,7 +34,7 @@ describe('TLS', () => {
     const tls = await loadTls(t.config);
     assert.equal(tls.generated, true);
     cert = tls.cert;
-    await t.app.close();
+    await t.close();
     t = await startTestApp({ https: { key: tls.key, cert: tls.cert } });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     port = (t.app.server.address() as AddressInfo).port;
@@ -134,6 +134,6 @@ describe('health when the database is gone', () => {
     await t.database.close();
     const reply = await asKey(t.app, undefined).get('/health');
     assertProblem(reply, 503, 'service_unavailable');
-    await t.app.close();
+    await t.close();
   });
 });

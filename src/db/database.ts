@@ -5,6 +5,7 @@ import pg from 'pg';
 import type { Config } from '../config.ts';
 import { migrateToLatest } from './migrate.ts';
 import { acquirePgliteLock } from './pglite-lock.ts';
+import { prepareRepeatedStatements } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -12,6 +13,8 @@ export type Db = Kysely<Database>;
 export interface DatabaseHandle {
   readonly db: Db;
   readonly kind: 'pglite' | 'postgres';
+  /** The embedded database itself, when there is one (the job queue runs on it too). */
+  readonly pglite: PGlite | undefined;
   /** Number of SQL statements run so far: lets tests prove a request never reached the database. */
   queryCount(): number;
   /** True when the database answers a trivial query. */
@@ -32,6 +35,7 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   const schema = config.databaseSchema;
   let releaseLock = () => {};
   let db: Db;
+  let embedded: PGlite | undefined;
 
   if (config.databaseUrl) {
     const pool = new pg.Pool({
@@ -40,6 +44,7 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
       options: `-c search_path=${schema}`,
       types: { getTypeParser: (oid, format) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) },
     } as pg.PoolConfig);
+    prepareRepeatedStatements(pool);
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
   } else {
     const dataDir = join(config.dataDir, 'pgdata');
@@ -47,6 +52,7 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
     try {
       const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 } });
       if (schema !== 'public') await pglite.query(`SET search_path TO ${schema}`);
+      embedded = pglite;
       db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log });
     } catch (error) {
       releaseLock();
@@ -63,9 +69,11 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
     throw error;
   }
 
+  let closed = false;
   return {
     db,
     kind: config.databaseUrl ? 'postgres' : 'pglite',
+    pglite: embedded,
     queryCount: () => queries,
     async ping() {
       try {
@@ -76,6 +84,8 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
       }
     },
     async close() {
+      if (closed) return;
+      closed = true;
       await db.destroy();
       releaseLock();
     },

@@ -26,6 +26,8 @@ export interface UsersTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: NullableTimestamp;
+  /** scrypt hash (PHC string); null when no password was ever set. Never leaves the server. */
+  password_hash: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ApiKeysTable {
@@ -39,10 +41,262 @@ export interface ApiKeysTable {
   revoked_at: NullableTimestamp;
 }
 
+export interface WebSessionsTable {
+  id: Generated<number>;
+  user_id: number;
+  token_hash: Buffer;
+  created_at: Timestamp;
+  last_seen_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+export interface WebSignInFailuresTable {
+  id: Generated<number>;
+  subject: string;
+  failed_at: Timestamp;
+}
+
+export interface MediaTable {
+  id: Generated<number>;
+  user_id: number;
+  name: string;
+  file_name: string;
+  collection_name: string;
+  mime_type: string;
+  size: number;
+  /** Playing time when cheaply known from the headers (WAV, MP3); null otherwise. Not in the API shape. */
+  duration_seconds: number | null;
+  /** The unguessable part of the public `full_url`. */
+  token: string;
+  /** Where the media store keeps the bytes. */
+  storage_key: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export type ContactStatus =
+  | 'Subscribed'
+  | 'Unsubscribed'
+  | 'Inactive - Hard Bounce'
+  | 'Inactive - Spam Complaint'
+  | 'Inactive - Invalid Email Address';
+
+export interface ContactsTable {
+  id: Generated<number>;
+  user_id: number;
+  first_name: string | null;
+  last_name: string | null;
+  email: string | null;
+  /** Ten NANP digits (see contacts/phone.ts). */
+  phone: string | null;
+  time_zone: string | null;
+  status: Generated<ContactStatus>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export interface TagsTable {
+  id: Generated<number>;
+  user_id: number;
+  name: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface ContactTagsTable {
+  user_id: number;
+  contact_id: number;
+  tag_id: number;
+}
+
+export interface SignaturesTable {
+  id: Generated<number>;
+  user_id: number;
+  name: string;
+  /** Sanitised email HTML (messaging/email-html.ts). */
+  body: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+/** The global template library: not owned by a user. */
+export interface TemplatedMessagesTable {
+  id: Generated<number>;
+  name: string;
+  subject: string;
+  description: string | null;
+  greeting_with_first_name: string;
+  greeting_without_first_name: string;
+  /** Sanitised email HTML (messaging/email-html.ts). */
+  body: string;
+  closing: string | null;
+  ps_line: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export type MessageStatusColumn = 'Saved' | 'Scheduled' | 'Sending' | 'Sent' | 'Failed' | 'Cancelled';
+export interface StoredRecipient {
+  group: 'Tags' | 'Contacts';
+  value: number;
+  label: string;
+}
+/** jsonb: written as JSON text, read back parsed. */
+type Json<T> = ColumnType<T, string, string>;
+
+export interface VoicemailDropsTable {
+  id: Generated<number>;
+  user_id: number;
+  provider: string;
+  media_id: number;
+  /** Ten NANP digits. */
+  callback_number: string;
+  name: string;
+  description: string | null;
+  status: Generated<MessageStatusColumn>;
+  reason: string | null;
+  send_type: Generated<'Now' | 'Future'>;
+  send_at: NullableTimestamp;
+  sending_at: NullableTimestamp;
+  sent_at: NullableTimestamp;
+  recipients: Json<StoredRecipient[]>;
+  resolved_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+export interface TemplatedEmailsTable {
+  id: Generated<number>;
+  user_id: number;
+  templated_message_id: number | null;
+  subject: string;
+  description: string;
+  greeting_with_first_name: string;
+  greeting_without_first_name: string;
+  /** Sanitised email HTML. */
+  body: string;
+  closing: string;
+  ps_line: string;
+  /** Plain-text rendering of greeting, body, closing, signature and P.S., made on save. */
+  text: string;
+  signature_id: number | null;
+  status: Generated<MessageStatusColumn>;
+  reason: string | null;
+  send_type: Generated<'Now' | 'Future'>;
+  send_at: NullableTimestamp;
+  sending_at: NullableTimestamp;
+  sent_at: NullableTimestamp;
+  recipients: Json<StoredRecipient[]>;
+  exclusions: Json<StoredRecipient[]>;
+  source: Generated<'API' | 'Web'>;
+  resolved_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: NullableTimestamp;
+}
+
+type CounterColumn = Generated<number>;
+export interface MessageCountersTable {
+  message_kind: 'voicemail_drop' | 'templated_email';
+  message_id: number;
+  shard: Generated<number>;
+  user_id: number;
+  sent: CounterColumn;
+  processed: CounterColumn;
+  delivered: CounterColumn;
+  open: CounterColumn;
+  click: CounterColumn;
+  reply: CounterColumn;
+  spamreport: CounterColumn;
+  unsubscribe: CounterColumn;
+  deferred: CounterColumn;
+  dropped: CounterColumn;
+  bounce: CounterColumn;
+  hard_bounce: CounterColumn;
+  soft_bounce: CounterColumn;
+  failed: CounterColumn;
+}
+
+export type DeliveryState =
+  | 'queued'
+  | 'sending'
+  | 'deferred'
+  | 'held'
+  | 'sent'
+  | 'delivered'
+  | 'bounced'
+  | 'dropped'
+  | 'failed'
+  | 'cancelled';
+
+export interface DeliveriesTable {
+  id: Generated<number>;
+  user_id: number;
+  message_kind: 'voicemail_drop' | 'templated_email';
+  message_id: number;
+  contact_id: number;
+  address: string;
+  state: Generated<DeliveryState>;
+  provider_message_id: string | null;
+  attempts: Generated<number>;
+  last_error: string | null;
+  next_attempt_at: Timestamp;
+  lease_until: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  sent_at: NullableTimestamp;
+  delivered_at: NullableTimestamp;
+}
+
+export interface DeliveryEventsTable {
+  id: Generated<number>;
+  source: string;
+  event_id: string;
+  delivery_id: number;
+  type: string;
+  occurred_at: Timestamp;
+  detail: string | null;
+  received_at: Timestamp;
+}
+
+/** Server-made secrets shared by every process on the database (db/secrets.ts). */
+export interface SecretsTable {
+  name: string;
+  value: Buffer;
+  created_at: Timestamp;
+}
+
 export interface Database {
   teams: TeamsTable;
   users: UsersTable;
   api_keys: ApiKeysTable;
+  web_sessions: WebSessionsTable;
+  web_sign_in_failures: WebSignInFailuresTable;
+  media: MediaTable;
+  contacts: ContactsTable;
+  tags: TagsTable;
+  contact_tags: ContactTagsTable;
+  signatures: SignaturesTable;
+  templated_messages: TemplatedMessagesTable;
+  voicemail_drops: VoicemailDropsTable;
+  templated_emails: TemplatedEmailsTable;
+  message_counters: MessageCountersTable;
+  deliveries: DeliveriesTable;
+  delivery_events: DeliveryEventsTable;
+  secrets: SecretsTable;
+  collection_versions: CollectionVersionsTable;
+}
+
+/** Change counter of a user's rows in an owned collection, bumped by a trigger (migration 0009). */
+export interface CollectionVersionsTable {
+  collection: string;
+  user_id: number;
+  version: Generated<number>;
 }
 
 export type TeamRow = Selectable<TeamsTable>;
@@ -50,3 +304,12 @@ export type UserRow = Selectable<UsersTable>;
 export type NewUser = Insertable<UsersTable>;
 export type UserUpdate = Updateable<UsersTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type MediaRow = Selectable<MediaTable>;
+export type NewMedia = Insertable<MediaTable>;
+export type ContactRow = Selectable<ContactsTable>;
+export type TagRow = Selectable<TagsTable>;
+export type SignatureRow = Selectable<SignaturesTable>;
+export type TemplatedMessageRow = Selectable<TemplatedMessagesTable>;
+export type VoicemailDropRow = Selectable<VoicemailDropsTable>;
+export type TemplatedEmailRow = Selectable<TemplatedEmailsTable>;
+export type DeliveryRow = Selectable<DeliveriesTable>;

@@ -9,10 +9,13 @@ export const PROBLEMS = {
   forbidden: { status: 403, title: 'Forbidden' },
   account_cancelled: { status: 403, title: 'Account cancelled' },
   https_required: { status: 403, title: 'HTTPS required' },
+  invalid_signature: { status: 403, title: 'Invalid signature' },
+  webhook_not_configured: { status: 403, title: 'Webhook not configured' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   internal: { status: 500, title: 'Internal server error' },
   service_unavailable: { status: 503, title: 'Service unavailable' },
 } as const;

@@ -88,8 +88,15 @@ export function filterCondition(eb: ExpressionBuilder<any, any>, filters: Filter
 
 /**
  * Runs a filtered, paged search. `query` is the owner-scoped base query; the filter condition is
- * added here. One round trip: the total rides along as a window count; a page past the end
- * needs a second, counting query.
+ * added here. The page and the total are two statements, run side by side: a `count(*) OVER ()`
+ * riding on the page would make it read every matching row (85 ms for a user with 100,000
+ * contacts on PostgreSQL), while alone the page reads `per_page` index entries and the count is
+ * an index-only scan (25 ms).
+ *
+ * Options: `counts` reuses totals while the rows searched are unchanged (see CountCache);
+ * `rowsByIds` makes the page two statements: `query` (then a plain table, quick to plan) finds
+ * the page's ids, and `rowsByIds` reads those rows with whatever they join (one statement whose
+ * text never changes, so it is prepared once).
  */
 export async function searchPage<Row, Out>(
   // biome-ignore lint/suspicious/noExplicitAny: any table
@@ -100,24 +107,86 @@ export async function searchPage<Row, Out>(
   publicUrl: string,
   idColumn: string,
   toApi: (row: Row) => Out,
+  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<object[]> } = {},
 ) {
+  const { counts, rowsByIds } = options;
   const page = params.page ?? 1;
   const perPage = params.per_page ?? DEFAULT_PER_PAGE;
   const filtered = query.where((eb) => filterCondition(eb, filters, params));
-  const rows = (await filtered
-    .select(sql<number>`count(*) OVER ()`.as('__total'))
+  const paged = filtered
     .orderBy(sql.ref(idColumn))
     .limit(perPage)
-    .offset((page - 1) * perPage)
-    .execute()) as (Row & { __total: number | string })[];
-
-  let total: number;
-  if (rows.length > 0) total = Number(rows[0]?.__total);
-  else {
+    .offset((page - 1) * perPage);
+  // Resolves to the page's rows and how many the page query found.
+  const pageRows: Promise<[Row[], number]> = rowsByIds
+    ? paged
+        .clearSelect()
+        .select(sql.ref(idColumn).as('id'))
+        .execute()
+        .then(async (found) => {
+          const ids = (found as { id: number | string }[]).map((row) => Number(row.id));
+          const byId = new Map((await rowsByIds(ids)).map((row) => [Number((row as { id: number }).id), row as Row]));
+          // A row deleted between the two statements is left out.
+          return [ids.flatMap((id) => byId.get(id) ?? []), ids.length];
+        })
+    : paged.execute().then((rows) => [rows, rows.length]);
+  const count = async () => {
     const counted = await filtered.clearSelect().select(sql<string>`count(*)`.as('n')).executeTakeFirst();
-    total = Number((counted as { n: string } | undefined)?.n ?? 0);
+    return Number((counted as { n: string } | undefined)?.n ?? 0);
+  };
+  if (!counts) {
+    const [[rows], total] = await Promise.all([pageRows, count()]);
+    return envelope(rows.map(toApi), { page, perPage, total }, request, publicUrl);
+  }
+
+  // The collection's version is read before the count starts: a change after that moment gives it
+  // a new version, so a total is never served for a version it was not counted under.
+  const [[rows, found], version] = await Promise.all([pageRows, counts.version()]);
+  let total: number;
+  if (found < perPage && (found > 0 || page === 1)) {
+    // A short page is the last one: the total follows from it.
+    total = (page - 1) * perPage + found;
+  } else {
+    const key = `${counts.key} ${JSON.stringify(Object.keys(filters).map((name) => params[name] ?? null))}`;
+    const known = counts.cache.get(key, version);
+    total = known ?? (await count());
+    if (known === undefined) counts.cache.set(key, version, total);
   }
   return envelope(rows.map(toApi), { page, perPage, total }, request, publicUrl);
+}
+
+/**
+ * Totals of earlier searches, each valid while the version of the rows it counted is unchanged
+ * (for messages, a per-owner change counter kept by the database: db/migrations/0009). Counting
+ * 100,000 rows through a text filter takes PostgreSQL tens of milliseconds; paging through the
+ * result, or repeating the search, then costs only the page.
+ */
+export class CountCache {
+  readonly #entries = new Map<string, { version: string; total: number }>();
+  readonly #limit: number;
+
+  constructor(limit = 10_000) {
+    this.#limit = limit;
+  }
+
+  get(key: string, version: string): number | undefined {
+    const entry = this.#entries.get(key);
+    return entry?.version === version ? entry.total : undefined;
+  }
+
+  set(key: string, version: string, total: number): void {
+    this.#entries.delete(key);
+    if (this.#entries.size >= this.#limit) this.#entries.delete(this.#entries.keys().next().value as string);
+    this.#entries.set(key, { version, total });
+  }
+}
+
+export interface VersionedCounts {
+  cache: CountCache;
+  /** Names the rows searched (collection and owner); the filters are added to it. */
+  key: string;
+  /** The current version of those rows. */
+  version: () => Promise<string>;
 }
 
 export function envelope<T>(

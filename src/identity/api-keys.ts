@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.ts';
+import { precompiled } from '../db/precompiled.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { formatTimestamp } from '../time.ts';
 import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
@@ -35,9 +36,12 @@ export async function findLiveApiKey(db: Db, id: number) {
     .executeTakeFirst();
 }
 
-/** The authentication look-up: the key's digest to its user, in one indexed query. */
-export async function findKeyOwner(db: Db, keyHash: Buffer) {
-  return db
+/**
+ * The authentication look-up: the key's digest to its user, in one indexed query. It runs on every
+ * request, so it is compiled once (db/precompiled.ts).
+ */
+const keyOwner = precompiled(1, (db, keyHash: Buffer) =>
+  db
     .selectFrom('api_keys')
     .innerJoin('users', 'users.id', 'api_keys.user_id')
     .select([
@@ -52,8 +56,12 @@ export async function findKeyOwner(db: Db, keyHash: Buffer) {
     ])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)
-    .where('users.deleted_at', 'is', null)
-    .executeTakeFirst();
+    .where('users.deleted_at', 'is', null),
+);
+
+export async function findKeyOwner(db: Db, keyHash: Buffer) {
+  const [owner] = await keyOwner(db, keyHash);
+  return owner;
 }
 
 export async function revokeApiKey(db: Db, id: number): Promise<void> {

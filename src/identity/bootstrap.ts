@@ -4,19 +4,21 @@ import type { Db } from '../db/database.ts';
 import type { NewUser } from '../db/schema.ts';
 import { hashApiKey } from './api-key-format.ts';
 import { createApiKey } from './api-keys.ts';
+import { generatePassword, hashPassword } from './passwords.ts';
 import { insertUser } from './users.ts';
 
 export type BootstrapResult =
   | { kind: 'none' }
   | { kind: 'configured-key'; userId: number }
-  | { kind: 'first-start'; userId: number; email: string; key: string };
+  | { kind: 'first-start'; userId: number; email: string; key: string; password: string };
 
 const ADMIN: NewUser = { first_name: 'Hopper', last_name: 'Administrator', email: 'admin@localhost', roles: ['Administrator'] };
 
 /**
  * Makes sure someone can call the API. With BOOTSTRAP_ADMIN_KEY, an Administrator holds that key
  * (created on first sight; a key revoked through the API stays revoked). Without it, the first
- * start on an empty database creates an Administrator and returns its fresh key to print once.
+ * start on an empty database creates an Administrator and returns its fresh key and web sign-in
+ * password to print once.
  * A transaction-scoped advisory lock makes concurrent starts on one PostgreSQL do this once.
  */
 export async function bootstrapAdministrator(db: Db, config: Config): Promise<BootstrapResult> {
@@ -45,8 +47,9 @@ export async function bootstrapAdministrator(db: Db, config: Config): Promise<Bo
 
     const anyone = await trx.selectFrom('users').select('id').limit(1).executeTakeFirst();
     if (anyone) return { kind: 'none' };
-    const admin = await insertUser(trx, ADMIN);
+    const password = generatePassword();
+    const admin = await insertUser(trx, { ...ADMIN, password_hash: await hashPassword(password) });
     const { key } = await createApiKey(trx, admin.id, 'First-start key');
-    return { kind: 'first-start', userId: admin.id, email: admin.email, key };
+    return { kind: 'first-start', userId: admin.id, email: admin.email, key, password };
   });
 }

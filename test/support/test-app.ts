@@ -2,11 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sql } from 'kysely';
+import pg from 'pg';
 import { type App, type AppOptions, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
+import { createLogger } from '../../src/log.ts';
+import { type JobQueue, openJobQueue } from '../../src/sending/queue.ts';
+import { startWorkers, type Workers } from '../../src/sending/workers.ts';
+import { systemClock } from '../../src/time.ts';
 
 /**
  * Every test file runs against a real database of its own: PGlite in a fresh directory by default,
@@ -17,6 +21,9 @@ export interface TestApp {
   app: App;
   config: Config;
   database: DatabaseHandle;
+  queue: JobQueue;
+  /** The sending engine, when the test asked for workers. */
+  workers: Workers | undefined;
   dataDir: string;
   /** The first-start Administrator's key. */
   adminKey: string;
@@ -29,6 +36,8 @@ export interface TestAppOptions {
   clock?: AppOptions['clock'];
   logStream?: AppOptions['logStream'];
   https?: AppOptions['https'];
+  /** Start the sending engine too (ROLE=all), as `npm start` does. */
+  workers?: boolean;
 }
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
@@ -42,25 +51,44 @@ export function testConfigEnv(dataDir: string, env: Record<string, string> = {})
   return { ...base, ...env };
 }
 
+/** Drops a test's schemas over a connection of its own, so it works even after the app's database was closed. */
+async function dropSchemas(url: string, schemas: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hopper-test-'));
   const config = loadConfig(testConfigEnv(dataDir, options.env));
   const database = await openDatabase(config);
+  const queue = await openJobQueue(database, config);
   const bootstrap = await bootstrapAdministrator(database.db, config);
   if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
-  const app = await buildApp(config, { database, clock: options.clock, logStream: options.logStream, https: options.https });
+  const logger = createLogger(config, options.logStream);
+  const clock = options.clock ?? systemClock;
+  const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger }) : undefined;
+  const app = await buildApp(config, { database, queue, clock, logger, https: options.https });
   await app.ready();
   return {
     app,
     config,
     database,
+    queue,
+    workers,
     dataDir,
     adminKey: bootstrap.key,
     adminId: bootstrap.userId,
     async close() {
       await app.close();
-      if (config.databaseUrl) await sql`DROP SCHEMA ${sql.id(config.databaseSchema)} CASCADE`.execute(database.db);
+      await workers?.stop();
+      await queue.stop();
       await database.close();
+      if (config.databaseUrl) await dropSchemas(config.databaseUrl, [config.databaseSchema, `${config.databaseSchema}_pgboss`]);
       await rm(dataDir, { recursive: true, force: true });
     },
   };

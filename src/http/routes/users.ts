@@ -5,9 +5,11 @@ import type { Db } from '../../db/database.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
 import type { UserUpdate } from '../../db/schema.ts';
 import { type Principal, requireRank, requireReachableUser } from '../../identity/access.ts';
+import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../identity/passwords.ts';
 import { RANK, ROLE_NAMES, rankOf } from '../../identity/roles.ts';
 import { emailTaken, findUser, insertUser, toApiUser, updateUser } from '../../identity/users.ts';
 import { isTimeZone } from '../../time.ts';
+import { endUserSessions } from '../../web/sessions.ts';
 import { type FieldErrors, HttpError, validationError } from '../problems.ts';
 import { AUTHENTICATED_ERRORS, Id, IdParams, Nullable, problems, StringEnum, Timestamp, WritableBody } from '../schemas.ts';
 import { envelopeSchema, type Filters, searchPage, searchQuery } from '../search.ts';
@@ -37,6 +39,12 @@ const fields = {
   time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
   roles: Type.Array(StringEnum(ROLE_NAMES), { minItems: 1, maxItems: ROLE_NAMES.length, uniqueItems: true }),
   team_id: Nullable(Id),
+  password: Type.String({
+    minLength: PASSWORD_MIN_LENGTH,
+    maxLength: PASSWORD_MAX_LENGTH,
+    writeOnly: true,
+    description: 'Password for signing in to the web pages (/login); stored as a scrypt hash, never returned',
+  }),
 };
 const READ_ONLY = ['id', 'full_name', 'status', 'cancelled_at', 'created_at', 'updated_at', 'deleted_at'] as const;
 const { first_name, last_name, email, ...optional } = fields;
@@ -49,6 +57,7 @@ const CreateUserBody = WritableBody(
     time_zone: Type.Optional(optional.time_zone),
     roles: Type.Optional(optional.roles),
     team_id: Type.Optional(optional.team_id),
+    password: Type.Optional(optional.password),
   },
   READ_ONLY,
 );
@@ -160,6 +169,7 @@ export async function userRoutes(app: App, { database: { db }, config, clock }: 
           time_zone: body.time_zone ?? null,
           roles,
           team_id: teamId,
+          password_hash: body.password === undefined ? null : await hashPassword(body.password),
         }),
       );
       return reply.code(201).header('Location', `${config.publicUrl}/v3/users/${row.id}`).send(toApiUser(row));
@@ -195,7 +205,11 @@ export async function userRoutes(app: App, { database: { db }, config, clock }: 
       for (const key of ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'roles', 'team_id'] as const) {
         if (body[key] !== undefined) (changes as Record<string, unknown>)[key] = body[key];
       }
-      return toApiUser(await uniqueEmail(updateUser(db, target.id, changes)));
+      if (body.password !== undefined) changes.password_hash = await hashPassword(body.password);
+      const updated = await uniqueEmail(updateUser(db, target.id, changes));
+      // A new password signs the user out of every browser, in case the old one was known to someone else.
+      if (body.password !== undefined) await endUserSessions(db, target.id);
+      return toApiUser(updated);
     },
   );
 

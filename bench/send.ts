@@ -1,0 +1,343 @@
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import nodemailer from 'nodemailer';
+import { loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/database.ts';
+import type { TemplatedEmailRow } from '../src/db/schema.ts';
+import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
+import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
+import { emailChannel } from '../src/sending/email/email-channel.ts';
+import { renderEmail } from '../src/sending/email/render.ts';
+import { TrackingTokens } from '../src/sending/email/tokens.ts';
+import type { OutgoingEmail } from '../src/sending/email/transport.ts';
+import { openJobQueue } from '../src/sending/queue.ts';
+import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
+
+/**
+ * `npm run bench:send`: one templated email to BENCH_CONTACTS (100,000) contacts through SMTP to
+ * a local sink (a child process, bench/smtp-sink.ts), sent by Hopper worker processes
+ * (`ROLE=worker node src/main.ts`) on PostgreSQL, against a baseline of nodemailer's pooled
+ * transport sending the same number of pre-rendered messages straight to the same sink.
+ *
+ * Runs: baseline; one worker at the full count; one worker at a tenth of it (peak memory must not
+ * grow with the recipient count); two workers at the full count. Each Hopper run uses a fresh
+ * schema, dropped at the end. Rates are deliveries over the message's sending_at → sent_at, so they
+ * include resolving the recipients but not process start-up.
+ *
+ * Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CONTACTS,
+ * SMTP_MAX_CONNECTIONS (per process, default 5, used by the baseline too), BENCH_RUNS (comma list of
+ * baseline,one,small,two to run a subset), BENCH_WORKER_FLAGS (Node flags for the workers, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them), BENCH_VERBOSE=1 (show the workers' output).
+ */
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 100_000);
+const SMALL = Math.max(1000, Math.round(CONTACTS / 10));
+const CONNECTIONS = Number(process.env.SMTP_MAX_CONNECTIONS ?? 5);
+const RUNS = new Set((process.env.BENCH_RUNS ?? 'baseline,one,small,two').split(','));
+const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
+const RSS_LIMIT_MB = 200;
+
+interface Sink {
+  port: number;
+  pid: number;
+  count(): Promise<{ received: number; distinct: number }>;
+  reset(): Promise<void>;
+  stop(): void;
+}
+
+async function startSink(): Promise<Sink> {
+  const child = fork(join(import.meta.dirname, 'smtp-sink.ts'), { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const ask = <T>(type: string) =>
+    new Promise<T>((resolve) => {
+      const onMessage = (message: { type: string }) => {
+        if (message.type !== type) return;
+        child.off('message', onMessage);
+        resolve(message as T);
+      };
+      child.on('message', onMessage);
+      child.send({ type });
+    });
+  const port = await new Promise<number>((resolve) => {
+    child.once('message', (message: { port: number }) => resolve(message.port));
+  });
+  return {
+    port,
+    pid: child.pid!,
+    count: () => ask('count'),
+    reset: () => ask<unknown>('reset').then(() => undefined),
+    stop: () => child.disconnect(),
+  };
+}
+
+interface RunResult {
+  label: string;
+  n: number;
+  seconds: number;
+  perSecond: number;
+  peakRssMb: number[];
+  /** CPU microseconds per message: the sender(s), the sink, PostgreSQL (all its processes on this machine, whoever uses them). */
+  cpu: { sender: number; sink: number; postgres: number };
+}
+
+/** CPU seconds a process has used (user + system), from /proc. */
+async function cpuSeconds(pid: number): Promise<number> {
+  try {
+    const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).replace(/^.*\) /, '').split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds of every PostgreSQL process, by pid (a process that ends in between is left out). */
+async function postgresCpuSeconds(): Promise<Map<number, number>> {
+  const seconds = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if ((await readFile(`/proc/${entry}/comm`, 'utf8')).trim() === 'postgres')
+        seconds.set(Number(entry), await cpuSeconds(Number(entry)));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return seconds;
+}
+
+/** Measures the CPU that the given processes and PostgreSQL spend between start() and the returned function's call. */
+async function cpuMeter(sink: Sink, senders: () => number[]) {
+  const read = async () => ({
+    sender: (await Promise.all(senders().map(cpuSeconds))).reduce((a, b) => a + b, 0),
+    sink: await cpuSeconds(sink.pid),
+    postgres: await postgresCpuSeconds(),
+  });
+  const before = await read();
+  return async (n: number) => {
+    const after = await read();
+    let postgres = 0;
+    for (const [pid, seconds] of after.postgres) postgres += seconds - (before.postgres.get(pid) ?? 0);
+    const per = (seconds: number) => Math.round((seconds * 1e6) / n);
+    return { sender: per(after.sender - before.sender), sink: per(after.sink - before.sink), postgres: per(postgres) };
+  };
+}
+
+async function baseline(sink: Sink, n: number): Promise<RunResult> {
+  // The same rendering Hopper does, done before the clock starts.
+  const message = {
+    id: 1,
+    user_id: 1,
+    subject: 'New listings for you, {{first_name}}',
+    greeting_with_first_name: 'Hi {{first_name}},',
+    greeting_without_first_name: 'Hi,',
+    body: '<p>We have a few new listings near you this week, {{first_name}}.</p><p>Would a short call on Thursday suit you?</p>',
+    closing: 'Talk soon,',
+    ps_line: 'Reply with any question.',
+    signature_id: null,
+  } as TemplatedEmailRow;
+  // Prepared by the worker's own channel (no signature, so it needs no database).
+  const config = loadConfig({ DATA_DIR: tmpdir(), PUBLIC_URL: 'https://hopper.bench' });
+  const prepared = await emailChannel(undefined as never, config, undefined as never, new TrackingTokens(randomBytes(32))).prepare(message);
+  const emails: OutgoingEmail[] = [];
+  for (let i = 1; i <= n; i++) {
+    const delivery = {
+      id: i,
+      message_kind: 'templated_email',
+      message_id: 1,
+      address: `bulk-${i}@example.test`,
+      first_name: i % 10 === 0 ? null : `First${i}`,
+      last_name: `Last${i}`,
+    } as ClaimedDelivery;
+    emails.push(renderEmail(prepared, delivery));
+  }
+  await sink.reset();
+  const transport = nodemailer.createTransport({
+    url: `smtp://127.0.0.1:${sink.port}`,
+    pool: true,
+    maxConnections: CONNECTIONS,
+    maxMessages: Number.POSITIVE_INFINITY,
+  } as never);
+  const meter = await cpuMeter(sink, () => [process.pid]);
+  const started = performance.now();
+  let next = 0;
+  const lane = async () => {
+    while (next < emails.length) await transport.sendMail(emails[next++]!);
+  };
+  // Enough messages in flight to keep every pooled connection busy.
+  await Promise.all(Array.from({ length: CONNECTIONS * 4 }, lane));
+  const seconds = (performance.now() - started) / 1000;
+  transport.close();
+  const { received } = await sink.count();
+  if (received !== n) throw new Error(`baseline: the sink received ${received} of ${n}`);
+  return { label: 'nodemailer pool (baseline)', n, seconds, perSecond: n / seconds, peakRssMb: [], cpu: await meter(n) };
+}
+
+interface Worker {
+  child: ChildProcess;
+  ready: Promise<void>;
+  exited: Promise<void>;
+}
+
+function startWorker(env: Record<string, string>, index: number): Worker {
+  const args = (process.env.BENCH_WORKER_FLAGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...args, MAIN], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const ready = new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk;
+      if (output.includes('sending engine started')) {
+        child.stdout?.off('data', onData);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`worker ${index} exited (${code}) before it started:\n${output}`)));
+  });
+  child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[worker ${index}] ${chunk}`));
+  if (process.env.BENCH_VERBOSE) child.stdout?.on('data', (chunk: Buffer) => process.stdout.write(`[worker ${index}] ${chunk}`));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, ready, exited };
+}
+
+async function peakRssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
+  return kb / 1024;
+}
+
+async function hopper(sink: Sink, n: number, workerCount: number): Promise<RunResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-'));
+  const schema = `bench_${randomBytes(5).toString('hex')}`;
+  const env = { DATABASE_URL, DATABASE_SCHEMA: schema, DATA_DIR: dataDir, LOG_LEVEL: 'silent', PUBLIC_URL: 'https://hopper.bench' };
+  const config = loadConfig(env);
+  const database = await openDatabase(config);
+  const queue = await openJobQueue(database, config);
+  const workers: Worker[] = [];
+  try {
+    const bootstrap = await bootstrapAdministrator(database.db, config);
+    if (bootstrap.kind !== 'first-start') throw new Error('expected a fresh schema');
+    const { messageId } = await seedBulkSend(database.db, bootstrap.userId, n);
+    await sink.reset();
+    const workerEnv = {
+      ...env,
+      ROLE: 'worker',
+      LOG_LEVEL: 'info',
+      SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
+      SMTP_MAX_CONNECTIONS: String(CONNECTIONS),
+    };
+    for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1));
+    await Promise.all(workers.map((w) => w.ready));
+    const meter = await cpuMeter(sink, () => workers.map((w) => w.child.pid!));
+    await scheduleNow(database.db, queue, messageId);
+
+    const deadline = Date.now() + 240_000;
+    let row: { status: string; sending_at: Date | null; sent_at: Date | null; reason: string | null } | undefined;
+    for (;;) {
+      row = await database.db
+        .selectFrom('templated_emails')
+        .select(['status', 'sending_at', 'sent_at', 'reason'])
+        .where('id', '=', messageId)
+        .executeTakeFirst();
+      if (row && (row.status === 'Sent' || row.status === 'Failed')) break;
+      if (Date.now() > deadline) throw new Error(`the send did not finish in time (status ${row?.status})`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    if (row.status !== 'Sent') throw new Error(`the message ended ${row.status}: ${row.reason}`);
+    const cpu = await meter(n);
+    const peaks = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
+    const seconds = (row.sent_at!.getTime() - row.sending_at!.getTime()) / 1000;
+
+    const counted = await sql<{
+      sent: string;
+    }>`SELECT coalesce(sum(sent), 0) AS sent FROM message_counters WHERE message_id = ${messageId}`.execute(database.db);
+    const sent = Number(counted.rows[0]?.sent);
+    const { received, distinct } = await sink.count();
+    if (sent !== n || distinct !== n) throw new Error(`counted sent ${sent}, sink distinct ${distinct}, expected ${n}`);
+    if (received !== distinct) console.log(`  note: the sink received ${received - distinct} duplicate(s)`);
+    return {
+      label: `Hopper, ${workerCount} worker${workerCount > 1 ? 's' : ''}`,
+      n,
+      seconds,
+      perSecond: n / seconds,
+      peakRssMb: peaks,
+      cpu,
+    };
+  } finally {
+    for (const w of workers) w.child.kill('SIGTERM');
+    await Promise.all(workers.map((w) => w.exited));
+    await queue.stop();
+    await sql`DROP SCHEMA IF EXISTS ${sql.id(schema)} CASCADE`.execute(database.db);
+    await sql`DROP SCHEMA IF EXISTS ${sql.id(`${schema}_pgboss`)} CASCADE`.execute(database.db);
+    await database.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+function show(result: RunResult): void {
+  const rss = result.peakRssMb.length ? `, peak RSS ${result.peakRssMb.map((mb) => `${mb.toFixed(0)} MB`).join(' + ')}` : '';
+  const { sender, sink, postgres } = result.cpu;
+  console.log(
+    `  ${result.label.padEnd(28)} ${String(result.n).padStart(7)} messages in ${result.seconds.toFixed(1)} s: ${result.perSecond.toFixed(0)}/s${rss}`,
+  );
+  console.log(`  ${''.padEnd(28)} CPU per message: sender ${sender} µs, sink ${sink} µs, postgres ${postgres} µs`);
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `bench:send — ${CONTACTS} contacts, ${CONNECTIONS} SMTP connections per process, ${DATABASE_URL.replace(/\/\/[^@]*@/, '//')}`,
+  );
+  const sink = await startSink();
+  const results: Record<string, RunResult> = {};
+  try {
+    const runs: [string, () => Promise<RunResult>][] = [
+      ['baseline', () => baseline(sink, CONTACTS)],
+      ['one', () => hopper(sink, CONTACTS, 1)],
+      ['small', () => hopper(sink, SMALL, 1)],
+      ['two', () => hopper(sink, CONTACTS, 2)],
+    ];
+    for (const [name, run] of runs) {
+      if (!RUNS.has(name)) continue;
+      results[name] = await run();
+      show(results[name]);
+    }
+  } finally {
+    sink.stop();
+  }
+
+  const { baseline: base, one, small, two } = results;
+  const verdicts: [string, boolean][] = [];
+  if (base && one)
+    verdicts.push([
+      `one worker / baseline = ${(one.perSecond / base.perSecond).toFixed(2)} (target ≥ 0.8)`,
+      one.perSecond / base.perSecond >= 0.8,
+    ]);
+  if (base && two)
+    verdicts.push([
+      `two workers / baseline = ${(two.perSecond / base.perSecond).toFixed(2)} (target > 1.0)`,
+      two.perSecond / base.perSecond > 1.0,
+    ]);
+  const peaks = [one, small, two].flatMap((r) => r?.peakRssMb ?? []);
+  if (peaks.length)
+    verdicts.push([
+      `peak RSS per process ≤ ${RSS_LIMIT_MB} MB (max ${Math.max(...peaks).toFixed(0)} MB)`,
+      Math.max(...peaks) <= RSS_LIMIT_MB,
+    ]);
+  if (one && small) {
+    const [big, little] = [one.peakRssMb[0]!, small.peakRssMb[0]!];
+    // Flat: ten times the recipients may cost at most 20 % (or 20 MB) more memory.
+    verdicts.push([
+      `peak RSS flat: ${little.toFixed(0)} MB at ${small.n} → ${big.toFixed(0)} MB at ${one.n}`,
+      big <= Math.max(little * 1.2, little + 20),
+    ]);
+  }
+  console.log('');
+  for (const [text, pass] of verdicts) console.log(`${pass ? 'PASS' : 'MISS'}  ${text}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,242 @@
+import { join } from 'node:path';
+import multipart from '@fastify/multipart';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { type Static, Type } from 'typebox';
+import type { App, AppContext } from '../../app.ts';
+import type { MediaRow } from '../../db/schema.ts';
+import { type Principal, requireReachableResource, requireReachableUser } from '../../identity/access.ts';
+import { findUser } from '../../identity/users.ts';
+import { AUDIO_COLLECTION } from '../../media/detect.ts';
+import { MediaRejectedError } from '../../media/errors.ts';
+import { type MediaIntake, prepareStaging } from '../../media/ingest.ts';
+import { findMediaByToken, findMediaWithOwner, readableSize, softDeleteMedia, toApiMedia } from '../../media/media.ts';
+import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
+import { parseRange } from '../byte-range.ts';
+import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
+import { HttpError, validationError } from '../problems.ts';
+import { AUTHENTICATED_ERRORS, Id, IdParams, Nullable, problems, Success, Timestamp, UserIdParams, WritableBody } from '../schemas.ts';
+import { envelopeSchema, type Filters, searchPage, searchQuery } from '../search.ts';
+
+/** The specification's media table; voicemail drops embed it as `media`. */
+export const Media = Type.Object({
+  id: Id,
+  name: Type.String(),
+  file_name: Type.String(),
+  collection_name: Type.String(),
+  mime_type: Type.String({ examples: ['audio/mpeg'] }),
+  size: Type.Integer({ minimum: 0, description: 'Bytes' }),
+  readable_size: Type.String({ examples: ['649.17 KB'] }),
+  full_url: Type.String({ description: 'Public, unguessable address of the file; no key needed' }),
+  download_url: Type.String({ description: 'The file as an attachment; needs a key' }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  deleted_at: Nullable(Timestamp),
+});
+
+const UrlBody = WritableBody(
+  {
+    full_url: Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) address Hopper fetches the file from' }),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    collection_name: Type.Optional(Type.String({ minLength: 1, maxLength: 64, default: AUDIO_COLLECTION })),
+  },
+  ['id', 'file_name', 'mime_type', 'size', 'readable_size', 'download_url', 'created_at', 'updated_at', 'deleted_at'],
+);
+// Documentation only: the form is read part by part in the handler. Without `type`, the schema
+// does not refuse the (absent) parsed body of a multipart request.
+const UploadForm = Type.Unsafe({
+  properties: {
+    file: Type.String({ format: 'binary', description: 'The file; its type is judged from its bytes' }),
+    name: Type.String({ maxLength: 255, description: 'Defaults to the file name without extension' }),
+    collection_name: Type.String({ maxLength: 64, default: AUDIO_COLLECTION }),
+  },
+  required: ['file'],
+});
+
+const FILTERS: Filters = {
+  id: { kind: 'id', column: 'id' },
+  name: { kind: 'text', column: 'name' },
+  file_name: { kind: 'text', column: 'file_name' },
+  collection_name: { kind: 'exact', column: 'collection_name' },
+  mime_type: { kind: 'exact', column: 'mime_type' },
+};
+const TOKEN = /^[A-Za-z0-9_-]{32}$/;
+
+/**
+ * Media: upload (multipart) or fetch-by-URL, search, read, delete, keyed download, and the public
+ * file URL outside /v3 that voicemail providers fetch. Registered in a scope of its own so the
+ * multipart parser exists for these routes only; every other route keeps answering 415 to forms.
+ */
+export async function mediaRoutes(app: App, { database: { db }, config, clock }: AppContext): Promise<void> {
+  const tags = ['Media'];
+  const errors = problems(...AUTHENTICATED_ERRORS);
+  const storage = await openMediaStorage(config);
+  const intake: MediaIntake = { db, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
+  await prepareStaging(intake.stagingDir);
+  // One file and a few short fields. A second file part is let through so that it can be named in
+  // the error; the size limit sits one byte above ours so that our own counter, which knows which
+  // field to name, is the one that trips.
+  await app.register(multipart, {
+    limits: { files: 2, fields: 10, parts: 12, fieldSize: 4096, fieldNameSize: 100, fileSize: config.mediaMaxBytes + 1 },
+  });
+
+  app.get(
+    '/v3/users/:user_id/media',
+    {
+      schema: {
+        tags,
+        summary: "Search a user's media",
+        params: UserIdParams,
+        querystring: searchQuery(FILTERS),
+        response: { 200: envelopeSchema(Media), ...errors },
+      },
+    },
+    async (request) => {
+      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
+      const query = db.selectFrom('media').selectAll().where('user_id', '=', user.id).where('deleted_at', 'is', null);
+      return searchPage(query, FILTERS, request.query, request, config.publicUrl, 'id', (row) => toApiMedia(row, config.publicUrl));
+    },
+  );
+
+  app.post(
+    '/v3/users/:user_id/media',
+    {
+      schema: {
+        tags,
+        summary: 'Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)',
+        description: `The type is judged from the bytes; the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. Files over ${readableSize(config.mediaMaxBytes)} are refused with 413.`,
+        params: UserIdParams,
+        body: { content: { 'multipart/form-data': { schema: UploadForm }, 'application/json': { schema: UrlBody } } },
+        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
+      let row: MediaRow;
+      try {
+        if (request.isMultipart()) {
+          // Refuse a body that cannot fit before reading any of it.
+          if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
+            throw new MediaRejectedError('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
+          }
+          row = await createFromUpload(request, intake, user.id);
+        } else if (request.body === undefined) {
+          throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
+        } else {
+          row = await createFromUrl(request.body as Static<typeof UrlBody>, intake, user.id, config);
+        }
+      } catch (error) {
+        throw asHttpError(error);
+      }
+      return reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
+    },
+  );
+
+  app.get(
+    '/v3/media/:id',
+    { schema: { tags, summary: 'Read a media item', params: IdParams, response: { 200: Media, ...errors } } },
+    async (request) => toApiMedia(await reachableMedia(request.principal, request.params.id), config.publicUrl),
+  );
+
+  app.delete(
+    '/v3/media/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a media item: its public URL stops serving at once',
+        params: IdParams,
+        response: { 200: Success, ...errors },
+      },
+    },
+    async (request) => {
+      const media = await reachableMedia(request.principal, request.params.id);
+      const deleted = await softDeleteMedia(db, media.user_id, media.id, clock());
+      if (!deleted) throw new HttpError('not_found', `Media ${media.id} does not exist.`);
+      // The row stays (drops that used it still show it); the bytes go, as the owner asked.
+      await storage
+        .delete(deleted.storage_key)
+        .catch((error) => request.log.error({ err: error, mediaId: media.id }, 'media file not removed'));
+      return { success: true };
+    },
+  );
+
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: '/v3/media/:id/download',
+    schema: { tags, summary: 'Download the file as an attachment (Range requests supported)', params: IdParams, response: errors },
+    handler: async (request, reply) => {
+      const media = await reachableMedia(request.principal, (request.params as { id: number }).id);
+      return sendFile(request, reply, storage, media, 'attachment');
+    },
+  });
+
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: '/media/:token/:file_name',
+    config: { public: true },
+    schema: {
+      tags,
+      summary: 'The public file behind full_url (no key; Range requests supported)',
+      security: [],
+      params: Type.Object({ token: Type.String(), file_name: Type.String() }),
+      response: problems(404, 416),
+    },
+    handler: async (request, reply) => {
+      const { token, file_name } = request.params as { token: string; file_name: string };
+      const media = TOKEN.test(token) ? await findMediaByToken(db, token) : undefined;
+      if (!media || media.file_name !== file_name) throw new HttpError('not_found', 'There is no such media file, or it was deleted.');
+      return sendFile(request, reply, storage, media, 'inline');
+    },
+  });
+
+  async function reachableMedia(principal: Principal, id: number): Promise<MediaRow> {
+    const found = await findMediaWithOwner(db, id);
+    return requireReachableResource(
+      principal,
+      found && { owner: { id: found.user_id, team_id: found.team_id, roles: found.roles }, row: found },
+      'Media',
+      id,
+    );
+  }
+}
+
+/** A refused file as the API reports it: too large is 413, anything else a 400 naming the field. */
+function asHttpError(error: unknown): unknown {
+  if (!(error instanceof MediaRejectedError)) return error;
+  if (error.reason === 'too_large') return new HttpError('payload_too_large', error.message);
+  return validationError({ [error.field]: [error.message] });
+}
+
+/** Sends a stored file, whole or one byte range of it; HEAD gets the same headers without reading it. */
+async function sendFile(request: FastifyRequest, reply: FastifyReply, storage: MediaStorage, media: MediaRow, disposition: string) {
+  // Without validators of our own, an If-Range condition can never be confirmed: send it all.
+  const wanted = request.headers['if-range'] ? ({ kind: 'full' } as const) : parseRange(request.headers.range, media.size);
+  if (wanted.kind === 'unsatisfiable') {
+    throw new HttpError('range_not_satisfiable', `The range lies outside the file's ${media.size} bytes.`, {
+      headers: { 'Content-Range': `bytes */${media.size}`, 'Accept-Ranges': 'bytes' },
+    });
+  }
+  const range = wanted.kind === 'partial' ? wanted.range : undefined;
+  let body: Awaited<ReturnType<MediaStorage['createReadStream']>> | undefined;
+  try {
+    if (request.method === 'HEAD') {
+      if (!(await storage.stat(media.storage_key))) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
+    } else {
+      body = await storage.createReadStream(media.storage_key, range);
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    request.log.error({ mediaId: media.id, key: media.storage_key }, 'media file missing from storage');
+    throw new HttpError('not_found', 'The file of this media item is missing.');
+  }
+  reply.code(range ? 206 : 200).headers({
+    'Content-Type': media.mime_type,
+    'Content-Length': String(range ? range.end - range.start + 1 : media.size),
+    'Accept-Ranges': 'bytes',
+    'Content-Disposition': `${disposition}; filename="${media.file_name}"`,
+    'X-Content-Type-Options': 'nosniff',
+    // Deleting must stop the file being served, so shared caches have to ask every time.
+    'Cache-Control': disposition === 'inline' ? 'no-cache' : 'private, no-store',
+  });
+  if (range) reply.header('Content-Range', `bytes ${range.start}-${range.end}/${media.size}`);
+  return reply.send(body);
+}

@@ -1,0 +1,93 @@
+import { Type } from 'typebox';
+import type { App, AppContext } from '../../app.ts';
+import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
+import { checkSignature, readSendgridBatch } from '../../sending/email/sendgrid-events.ts';
+import { HttpError } from '../problems.ts';
+import { problems } from '../schemas.ts';
+
+/** SendGrid flushes at 768 KB per post; the margin covers larger custom arguments. */
+export const WEBHOOK_BODY_LIMIT = 5 * 1024 * 1024;
+
+const Summary = Type.Object({
+  recorded: Type.Integer({ description: 'New events, now counted' }),
+  duplicates: Type.Integer({ description: 'Events already recorded (SendGrid retries posts)' }),
+  ignored: Type.Integer({ description: 'Events of unused types, without a Hopper delivery id, or for unknown deliveries' }),
+});
+
+/**
+ * `POST /v3/webhooks/sendgrid`: SendGrid's signed Event Webhook. No API key (SendGrid cannot send
+ * one): the ECDSA signature is the authentication, so without a configured verification key the
+ * endpoint refuses every post rather than let anyone move counters and unsubscribe contacts.
+ *
+ * This scope reads JSON bodies as raw bytes (the signature covers the exact bytes) and parses them
+ * only once the signature holds.
+ */
+export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
+  const { db } = ctx.database;
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  app.post(
+    '/webhooks/sendgrid',
+    {
+      config: { public: true },
+      bodyLimit: WEBHOOK_BODY_LIMIT,
+      schema: {
+        tags: ['Webhooks'],
+        summary: "SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates",
+        response: { 200: Summary, ...problems(400, 403, 413, 415) },
+      },
+    },
+    async (request) => {
+      const key = ctx.config.sendgridWebhookKey;
+      if (!key) {
+        request.log.warn('SendGrid webhook post refused: SENDGRID_WEBHOOK_PUBLIC_KEY is not set');
+        throw new HttpError(
+          'webhook_not_configured',
+          'The SendGrid event webhook is not set up on this server: its operator must set SENDGRID_WEBHOOK_PUBLIC_KEY to the verification key of the signed event webhook.',
+        );
+      }
+      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const now = ctx.clock();
+      const check = checkSignature(
+        key,
+        {
+          timestamp: header(request.headers['x-twilio-email-event-webhook-timestamp']),
+          signature: header(request.headers['x-twilio-email-event-webhook-signature']),
+        },
+        body,
+        now,
+      );
+      if (!check.ok) {
+        request.log.warn({ reason: check.reason }, 'SendGrid webhook post refused: bad signature');
+        throw new HttpError('invalid_signature', `The post is not signed by SendGrid with the configured key (${check.reason}).`);
+      }
+
+      let batch: unknown;
+      try {
+        batch = JSON.parse(body.toString('utf8'));
+      } catch {
+        throw new HttpError('bad_request', 'The body is not valid JSON.');
+      }
+      if (!Array.isArray(batch)) throw new HttpError('bad_request', 'The body must be a JSON array of SendGrid events.');
+
+      const read = readSendgridBatch(batch, now);
+      if (read.unknownTypes.size > 0) {
+        request.log.warn({ types: Object.fromEntries(read.unknownTypes) }, 'SendGrid events of unknown types ignored');
+      }
+      const result = await recordDeliveryEvents(db, read.events, now);
+      const ignored = read.ignored + result.unknown;
+      if (ignored > 0) {
+        request.log.info(
+          { events: batch.length, ignored, withoutDeliveryId: read.withoutDelivery, unknownDeliveries: result.unknown },
+          'SendGrid events ignored',
+        );
+      }
+      return { recorded: result.recorded, duplicates: result.duplicates, ignored };
+    },
+  );
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}

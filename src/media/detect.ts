@@ -1,0 +1,59 @@
+import { fileTypeFromFile } from 'file-type';
+
+export type MediaKind = 'audio' | 'image';
+
+export interface MediaType {
+  /** The extension Hopper gives the stored file, whatever the client called it. */
+  readonly ext: string;
+  readonly mime: string;
+  readonly kind: MediaKind;
+  /** How the format is named in messages. */
+  readonly label: string;
+}
+
+/**
+ * The formats Hopper keeps, keyed by the extension `file-type` reports. Audio is the formats
+ * voicemail providers play; WAV is reported as `audio/wav` (the registered name, over the older
+ * `audio/x-wav`) and M4A as `audio/mp4` (over `file-type`'s `audio/x-m4a`). Images exist for
+ * non-audio collections. Anything else is refused, so the public URL only ever serves these.
+ */
+const ACCEPTED: Record<string, MediaType> = {
+  wav: { ext: 'wav', mime: 'audio/wav', kind: 'audio', label: 'WAV' },
+  mp3: { ext: 'mp3', mime: 'audio/mpeg', kind: 'audio', label: 'MP3' },
+  m4a: { ext: 'm4a', mime: 'audio/mp4', kind: 'audio', label: 'M4A' },
+  ogg: { ext: 'ogg', mime: 'audio/ogg', kind: 'audio', label: 'OGG' },
+  opus: { ext: 'opus', mime: 'audio/ogg', kind: 'audio', label: 'OGG' },
+  png: { ext: 'png', mime: 'image/png', kind: 'image', label: 'PNG' },
+  jpg: { ext: 'jpg', mime: 'image/jpeg', kind: 'image', label: 'JPEG' },
+  gif: { ext: 'gif', mime: 'image/gif', kind: 'image', label: 'GIF' },
+  webp: { ext: 'webp', mime: 'image/webp', kind: 'image', label: 'WebP' },
+};
+
+/** The collection a media item lands in when the client names none; it takes audio only. */
+export const AUDIO_COLLECTION = 'audio';
+
+const labels = (kind: MediaKind) => [
+  ...new Set(
+    Object.values(ACCEPTED)
+      .filter((t) => t.kind === kind)
+      .map((t) => t.label),
+  ),
+];
+export const AUDIO_FORMATS = labels('audio').join(', ');
+export const IMAGE_FORMATS = labels('image').join(', ');
+
+/** The type of a file judged from its bytes alone (the client's name and Content-Type are not trusted). */
+export async function detectMediaType(path: string): Promise<MediaType | undefined> {
+  const found = await fileTypeFromFile(path);
+  return found ? ACCEPTED[found.ext] : undefined;
+}
+
+/** Why `type` may not go into `collection`, or undefined when it may. */
+export function collectionRefusal(collection: string, type: MediaType | undefined): string | undefined {
+  if (collection === AUDIO_COLLECTION) {
+    if (type?.kind === 'audio') return undefined;
+    return `must be an audio file (${AUDIO_FORMATS})${type ? `, not ${type.mime}` : '; its bytes are not one of these formats'}`;
+  }
+  if (type) return undefined;
+  return `must be an audio file (${AUDIO_FORMATS}) or an image (${IMAGE_FORMATS}); its bytes are not one of these formats`;
+}

@@ -1,0 +1,99 @@
+import type { Db } from '../db/database.ts';
+import type { MediaRow, NewMedia } from '../db/schema.ts';
+import { formatTimestamp } from '../time.ts';
+
+const UNITS = ['B', 'KB', 'MB', 'GB', 'TB'] as const;
+
+/** "649.17 KB": 1024-based units with two decimals (whole bytes below 1 KB, where decimals mean nothing). */
+export function readableSize(bytes: number): string {
+  let value = bytes;
+  let unit = 0;
+  // Compare the rounded value, so 1023.999 KB reads "1.00 MB" rather than "1024.00 KB".
+  while (unit < UNITS.length - 1 && Number(value.toFixed(2)) >= 1024) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${bytes} B` : `${value.toFixed(2)} ${UNITS[unit]}`;
+}
+
+/** The public address of the file: no key needed, unguessable thanks to the token. */
+export function publicFileUrl(publicUrl: string, row: Pick<MediaRow, 'token' | 'file_name'>): string {
+  return `${publicUrl}/media/${row.token}/${encodeURIComponent(row.file_name)}`;
+}
+
+/**
+ * The API shape of a media item (the specification's media table): the one place rows become
+ * JSON, also used to embed `media` in voicemail drops. Deleted rows map too, with `deleted_at` set.
+ */
+export function toApiMedia(row: MediaRow, publicUrl: string) {
+  return {
+    id: row.id,
+    name: row.name,
+    file_name: row.file_name,
+    collection_name: row.collection_name,
+    mime_type: row.mime_type,
+    size: row.size,
+    readable_size: readableSize(row.size),
+    full_url: publicFileUrl(publicUrl, row),
+    download_url: `${publicUrl}/v3/media/${row.id}/download`,
+    created_at: formatTimestamp(row.created_at),
+    updated_at: formatTimestamp(row.updated_at),
+    deleted_at: formatTimestamp(row.deleted_at),
+  };
+}
+
+export function isAudioMedia(row: Pick<MediaRow, 'mime_type'>): boolean {
+  return row.mime_type.startsWith('audio/');
+}
+
+export async function insertMedia(db: Db, media: NewMedia): Promise<MediaRow> {
+  return db.insertInto('media').values(media).returningAll().executeTakeFirstOrThrow();
+}
+
+/** A live media item of one owner, e.g. to check a voicemail drop's `media_id`. */
+export async function findOwnedMedia(db: Db, userId: number, id: number): Promise<MediaRow | undefined> {
+  return db
+    .selectFrom('media')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('id', '=', id)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+/** A live media item with what the access rule needs to know about its owner. */
+export async function findMediaWithOwner(db: Db, id: number) {
+  return db
+    .selectFrom('media')
+    .innerJoin('users', 'users.id', 'media.user_id')
+    .selectAll('media')
+    .select(['users.team_id', 'users.roles'])
+    .where('media.id', '=', id)
+    .where('media.deleted_at', 'is', null)
+    .where('users.deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+/** The live item behind a public file URL; the token alone identifies it. */
+export async function findMediaByToken(db: Db, token: string): Promise<MediaRow | undefined> {
+  return db
+    .selectFrom('media')
+    .innerJoin('users', 'users.id', 'media.user_id')
+    .selectAll('media')
+    .where('media.token', '=', token)
+    .where('media.deleted_at', 'is', null)
+    .where('users.deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+/** Marks an item deleted; returns undefined when it already was (a concurrent delete won). */
+export async function softDeleteMedia(db: Db, userId: number, id: number, at: Date): Promise<MediaRow | undefined> {
+  return db
+    .updateTable('media')
+    .set({ deleted_at: at, updated_at: at })
+    .where('user_id', '=', userId)
+    .where('id', '=', id)
+    .where('deleted_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,0 +1,70 @@
+import { Type } from 'typebox';
+import { contactFullName } from '../contacts/contacts.ts';
+import type { Db } from '../db/database.ts';
+import type { FieldErrors } from '../http/problems.ts';
+import { Id, StringEnum } from '../http/schemas.ts';
+
+/**
+ * Recipients (both resources) and exclusions (templated emails): `{group, value, label}` where
+ * `group` names a tag or a contact of the message's owner and `value` is its id. The label
+ * defaults to the tag's or contact's name when the message is saved.
+ */
+export const RECIPIENT_GROUPS = ['Tags', 'Contacts'] as const;
+export type RecipientGroup = (typeof RECIPIENT_GROUPS)[number];
+export interface Recipient {
+  group: RecipientGroup;
+  value: number;
+  label: string;
+}
+
+export const MAX_RECIPIENT_ENTRIES = 1000;
+
+export const RecipientInput = Type.Object(
+  {
+    group: StringEnum(RECIPIENT_GROUPS),
+    value: Id,
+    label: Type.Optional(Type.String({ maxLength: 255 })),
+  },
+  { additionalProperties: false },
+);
+export const RecipientList = Type.Array(RecipientInput, { maxItems: MAX_RECIPIENT_ENTRIES });
+export const RecipientOutput = Type.Object({ group: StringEnum(RECIPIENT_GROUPS), label: Type.String(), value: Type.Integer() });
+
+/**
+ * Checks that every entry names a live tag or contact of `userId` and fills in missing labels.
+ * Problems are added to `errors` under `field.N.value`, so one 400 reports them all.
+ */
+export async function resolveRecipientEntries(
+  db: Db,
+  userId: number,
+  field: string,
+  entries: readonly { group: RecipientGroup; value: number; label?: string }[],
+  errors: FieldErrors,
+): Promise<Recipient[]> {
+  const ids = (group: RecipientGroup) => [...new Set(entries.filter((e) => e.group === group).map((e) => e.value))];
+  const tagIds = ids('Tags');
+  const contactIds = ids('Contacts');
+  const tags = new Map<number, string>();
+  const contacts = new Map<number, string>();
+  if (tagIds.length > 0) {
+    const rows = await db.selectFrom('tags').select(['id', 'name']).where('user_id', '=', userId).where('id', 'in', tagIds).execute();
+    for (const row of rows) tags.set(row.id, row.name);
+  }
+  if (contactIds.length > 0) {
+    const rows = await db
+      .selectFrom('contacts')
+      .select(['id', 'first_name', 'last_name', 'email', 'phone'])
+      .where('user_id', '=', userId)
+      .where('id', 'in', contactIds)
+      .where('deleted_at', 'is', null)
+      .execute();
+    for (const row of rows) contacts.set(row.id, contactFullName(row) ?? row.email ?? row.phone ?? `Contact ${row.id}`);
+  }
+  return entries.map((entry, index) => {
+    const known = entry.group === 'Tags' ? tags.get(entry.value) : contacts.get(entry.value);
+    if (known === undefined) {
+      errors[`${field}.${index}.value`] = [`does not name one of the owner's ${entry.group === 'Tags' ? 'tags' : 'contacts'}`];
+    }
+    return { group: entry.group, value: entry.value, label: entry.label ?? known ?? '' };
+  });
+}

@@ -1,0 +1,20 @@
+/** The fourteen delivery counters of the specification's reporting object, in its order. */
+export const COUNTERS = [
+  'sent',
+  'processed',
+  'delivered',
+  'open',
+  'click',
+  'reply',
+  'spamreport',
+  'unsubscribe',
+  'deferred',
+  'dropped',
+  'bounce',
+  'hard_bounce',
+  'soft_bounce',
+  'failed',
+] as const;
+export type Counter = (typeof COUNTERS)[number];
+export type MessageKind = 'voicemail_drop' | 'templated_email';
+export type Reporting = { date: null } & Record<Counter, number>;

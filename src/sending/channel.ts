@@ -1,0 +1,36 @@
+import type { ContactStatus, TemplatedEmailRow, VoicemailDropRow } from '../db/schema.ts';
+import type { MessageKind } from '../messaging/reporting.ts';
+import type { ClaimedDelivery } from './deliveries.ts';
+
+/**
+ * What a channel (email, a voicemail provider) answers for one delivery. The engine turns it into
+ * the delivery's next state and counters; the channel never touches the ledger itself.
+ */
+export type DeliveryOutcome =
+  /** Handed over: the provider accepted it (counted as `sent`). */
+  | { kind: 'sent'; providerMessageId?: string }
+  /** A temporary failure: tried again later with backoff (counted as `deferred`). */
+  | { kind: 'deferred'; error: string }
+  /**
+   * A permanent failure of this delivery only, counted as `failed` (and as a hard `bounce` when the
+   * address was rejected); `contactStatus` is what the contact becomes, e.g. after a hard bounce.
+   */
+  | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: ContactStatus }
+  /** Not allowed yet (calling hours): tried again at `until`, not counted. */
+  | { kind: 'held'; until: Date; reason: string };
+
+export interface MessageRows {
+  templated_email: TemplatedEmailRow;
+  voicemail_drop: VoicemailDropRow;
+}
+
+export interface Channel<K extends MessageKind = MessageKind, Prepared = unknown> {
+  /** Loads once per batch what every delivery of the message shares (template parts, audio URL, …). */
+  prepare(message: MessageRows[K]): Promise<Prepared>;
+  /** Hands one delivery to the provider. Throwing counts as a temporary failure. */
+  deliver(prepared: Prepared, delivery: ClaimedDelivery): Promise<DeliveryOutcome>;
+  close?(): Promise<void>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: each channel prepares its own shape
+export type Channels = { [K in MessageKind]?: Channel<K, any> };

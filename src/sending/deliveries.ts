@@ -1,0 +1,270 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import type { DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
+import { COUNTERS, type Counter, type MessageKind } from '../messaging/reporting.ts';
+
+/**
+ * The delivery ledger: one row per message and contact (unique), moving through
+ * queued → sending → sent (→ delivered, bounced, …) or deferred/held → … or failed/cancelled.
+ * Every state change that a counter reflects updates that counter in the same statement, so the
+ * reporting object is exactly the ledger, however the process dies.
+ */
+
+/** Deliveries still to be handed over: the message is not finished while any remain. */
+export const PENDING_STATES: readonly DeliveryState[] = ['queued', 'sending', 'deferred', 'held'];
+/** Counter rows per message: concurrent writers mostly hit different rows. */
+const COUNTER_SHARDS = 16;
+
+export interface ResolvableMessage {
+  kind: MessageKind;
+  id: number;
+  user_id: number;
+  recipients: StoredRecipient[];
+  exclusions?: StoredRecipient[];
+}
+
+const ids = (entries: StoredRecipient[] | undefined, group: StoredRecipient['group']) =>
+  (entries ?? []).filter((e) => e.group === group).map((e) => e.value);
+
+/**
+ * Resolves the recipients of a message into deliveries, once: tags to their contacts, plus
+ * contacts, minus exclusions, minus contacts that cannot receive (not Subscribed, or without an
+ * email address / phone number for the channel). It walks the owner's contacts in id order, one
+ * batch per statement, so the recipient list never sits in memory; a crash part-way is resumed
+ * by running it again (the unique key makes re-inserting a no-op). Returns the number of
+ * deliveries the message has.
+ */
+export async function resolveDeliveries(db: Db, message: ResolvableMessage, batchSize = 5000): Promise<number> {
+  const address = message.kind === 'templated_email' ? sql.ref('c.email') : sql.ref('c.phone');
+  const tags = ids(message.recipients, 'Tags');
+  const contacts = ids(message.recipients, 'Contacts');
+  const excludedTags = ids(message.exclusions, 'Tags');
+  const excludedContacts = ids(message.exclusions, 'Contacts');
+  const taggedWith = (tagIds: number[]) =>
+    sql`EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.user_id = c.user_id AND ct.contact_id = c.id AND ct.tag_id = ANY (${tagIds}::bigint[]))`;
+
+  let cursor = 0;
+  for (;;) {
+    const result = await sql<{ last: string | null; n: string }>`
+      WITH batch AS (
+        SELECT c.id, ${address} AS address
+        FROM contacts c
+        WHERE c.user_id = ${message.user_id}
+          AND c.id > ${cursor}
+          AND c.deleted_at IS NULL
+          AND c.status = 'Subscribed'
+          AND ${address} IS NOT NULL
+          AND (c.id = ANY (${contacts}::bigint[]) OR ${taggedWith(tags)})
+          AND NOT (c.id = ANY (${excludedContacts}::bigint[]) OR ${taggedWith(excludedTags)})
+        ORDER BY c.id
+        LIMIT ${batchSize}
+      ), inserted AS (
+        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address)
+        SELECT ${message.user_id}, ${message.kind}, ${message.id}, batch.id, batch.address FROM batch
+        ON CONFLICT (message_kind, message_id, contact_id) DO NOTHING
+      )
+      SELECT max(id) AS last, count(*) AS n FROM batch`.execute(db);
+    const row = result.rows[0];
+    if (!row || Number(row.n) < batchSize || row.last === null) break;
+    cursor = Number(row.last);
+  }
+  const counted = await db
+    .selectFrom('deliveries')
+    .select(sql<string>`count(*)`.as('n'))
+    .where('message_kind', '=', message.kind)
+    .where('message_id', '=', message.id)
+    .executeTakeFirstOrThrow();
+  return Number(counted.n);
+}
+
+/** A claimed delivery with the contact fields a channel needs to personalise and address it. */
+export interface ClaimedDelivery extends DeliveryRow {
+  first_name: string | null;
+  last_name: string | null;
+  time_zone: string | null;
+}
+
+/**
+ * A worker's hold on one claimed delivery. `attempts` is the claim's fencing token: every claim
+ * increments it, so a write conditioned on it applies only while this claim is the current one —
+ * a worker that stalled past its lease cannot record over the claim that replaced it.
+ */
+export interface Claim {
+  id: number;
+  attempts: number;
+}
+
+/**
+ * Claims up to `limit` due deliveries of a message for this worker: their state becomes
+ * `sending` with a lease. Rows another worker holds are skipped (SKIP LOCKED), so any number of
+ * workers share a message and each delivery is claimed by one. A `sending` row whose lease ran
+ * out belonged to a worker that died mid-send; it is claimed again — the one place a message may
+ * go out twice (at most once more, and only if the crash fell between the provider's acceptance
+ * and our record of it: see docs/sending.md).
+ */
+export async function claimDeliveries(db: Db, kind: MessageKind, messageId: number, limit: number, now: Date, leaseMs: number) {
+  const result = await sql<ClaimedDelivery>`
+    WITH fresh AS (
+      SELECT id FROM deliveries
+      WHERE message_kind = ${kind} AND message_id = ${messageId}
+        AND state IN ('queued', 'deferred', 'held') AND next_attempt_at <= ${now}
+      ORDER BY next_attempt_at, id
+      LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED
+    ), abandoned AS (
+      SELECT id FROM deliveries
+      WHERE message_kind = ${kind} AND message_id = ${messageId}
+        AND state = 'sending' AND lease_until < ${now}
+      LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE deliveries d
+      SET state = 'sending', attempts = d.attempts + 1, lease_until = ${new Date(now.getTime() + leaseMs)}, updated_at = ${now}
+      WHERE d.id IN (SELECT id FROM fresh UNION ALL SELECT id FROM abandoned)
+      RETURNING d.*
+    )
+    SELECT claimed.*, c.first_name, c.last_name, c.time_zone
+    FROM claimed JOIN contacts c ON c.id = claimed.contact_id
+    ORDER BY claimed.id`.execute(db);
+  return result.rows;
+}
+
+export type CounterChanges = Partial<Record<Counter, number>>;
+
+/**
+ * Moves one delivery from one of `from` to `to`, setting `fields`, and adds `counters` to its
+ * message's counters — one statement, so both happen or neither. With `delivery.attempts` the move
+ * applies only while that claim is current. Returns false when the delivery was no longer in a
+ * `from` state (someone else moved it), in which case nothing is counted.
+ */
+export async function transitionDelivery(
+  db: Db,
+  delivery: { id: number; attempts?: number },
+  from: readonly DeliveryState[],
+  to: DeliveryState,
+  fields: { provider_message_id?: string | null; last_error?: string | null; next_attempt_at?: Date; sent_at?: Date; delivered_at?: Date },
+  counters: CounterChanges,
+  now: Date,
+): Promise<boolean> {
+  const sets = [sql`state = ${to}`, sql`updated_at = ${now}`, sql`lease_until = NULL`];
+  for (const [column, value] of Object.entries(fields)) sets.push(sql`${sql.ref(column)} = ${value}`);
+  const increments = Object.entries(counters).filter(([name, n]) => COUNTERS.includes(name as Counter) && n);
+  const fence = delivery.attempts === undefined ? sql`` : sql` AND attempts = ${delivery.attempts}`;
+  const result = await sql<{ moved: string }>`
+    WITH moved AS (
+      UPDATE deliveries SET ${sql.join(sets)}
+      WHERE id = ${delivery.id} AND state = ANY (${from}::text[])${fence}
+      RETURNING id, user_id, message_kind, message_id
+    )${increments.length > 0 ? counterUpsert(increments) : sql``}
+    SELECT count(*) AS moved FROM moved`.execute(db);
+  return Number(result.rows[0]?.moved ?? 0) > 0;
+}
+
+export interface SentDelivery extends Claim {
+  providerMessageId: string | null;
+}
+
+/**
+ * Records many deliveries as handed over (`sending` → `sent`, counted as `sent`) in one statement:
+ * the sending engine's hot path, one round trip per few dozen messages instead of one each. Only
+ * claims still current move (see Claim); returns how many did.
+ */
+export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Date): Promise<number> {
+  if (sent.length === 0) return 0;
+  const result = await sql<{ moved: string }>`
+    WITH handed AS (
+      SELECT * FROM unnest(${sent.map((s) => s.id)}::bigint[], ${sent.map((s) => s.attempts)}::integer[],
+                           ${sent.map((s) => s.providerMessageId)}::text[]) AS x(id, attempts, provider_message_id)
+    ), moved AS (
+      UPDATE deliveries d
+      SET state = 'sent', sent_at = ${now}, updated_at = ${now}, lease_until = NULL, last_error = NULL,
+          provider_message_id = handed.provider_message_id
+      FROM handed
+      WHERE d.id = handed.id AND d.state = 'sending' AND d.attempts = handed.attempts
+      RETURNING d.id, d.user_id, d.message_kind, d.message_id
+    ), counted AS (
+      -- Shards in order, so concurrent writers take the counter rows' locks in the same order.
+      INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent)
+      SELECT message_kind, message_id, (id % ${COUNTER_SHARDS})::smallint AS shard, min(user_id), count(*)::integer
+      FROM moved GROUP BY message_kind, message_id, shard ORDER BY message_kind, message_id, shard
+      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET sent = message_counters.sent + excluded.sent
+    )
+    SELECT count(*) AS moved FROM moved`.execute(db);
+  return Number(result.rows[0]?.moved ?? 0);
+}
+
+/** Extends this worker's leases on claims it still holds; returns the ids that are still its own. */
+export async function renewLeases(db: Db, claims: readonly Claim[], now: Date, leaseMs: number): Promise<Set<number>> {
+  if (claims.length === 0) return new Set();
+  const { rows } = await sql<{ id: number }>`
+    UPDATE deliveries d SET lease_until = ${new Date(now.getTime() + leaseMs)}
+    FROM unnest(${claims.map((c) => c.id)}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
+    WHERE d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts
+    RETURNING d.id`.execute(db);
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
+/**
+ * Gives back claims that were never handed to the provider: to the queue (a worker stopping; the
+ * attempt did not happen, so it is not counted) or straight to `cancelled` (the message was).
+ */
+export async function releaseClaims(db: Db, claims: readonly Claim[], to: 'queued' | 'cancelled', now: Date): Promise<void> {
+  if (claims.length === 0) return;
+  await sql`
+    UPDATE deliveries d
+    SET state = ${to}, lease_until = NULL, updated_at = ${now}, attempts = d.attempts - ${to === 'queued' ? 1 : 0}::integer
+    FROM unnest(${claims.map((c) => c.id)}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
+    WHERE d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts`.execute(db);
+}
+
+/** `, counted AS (INSERT … ON CONFLICT DO UPDATE …)` adding to the counter shard of the moved row. */
+function counterUpsert(increments: [string, number | undefined][]) {
+  const columns = increments.map(([name]) => sql.ref(name));
+  const values = increments.map(([, n]) => sql`${n}::integer`);
+  const updates = increments.map(([name]) => sql`${sql.ref(name)} = message_counters.${sql.ref(name)} + excluded.${sql.ref(name)}`);
+  return sql`, counted AS (
+      INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
+      SELECT message_kind, message_id, (id % ${COUNTER_SHARDS})::smallint, user_id, ${sql.join(values)} FROM moved
+      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}
+    )
+    `;
+}
+
+export interface DeliverySummary {
+  total: number;
+  pending: number;
+  failed: number;
+  /** When the earliest queued, deferred or held delivery may next be tried. */
+  nextAttemptAt: Date | null;
+  /** When the earliest claim still running runs out (a worker may have died holding it). */
+  leaseUntil: Date | null;
+}
+
+export async function summarizeDeliveries(db: Db, kind: MessageKind, messageId: number): Promise<DeliverySummary> {
+  const { rows } = await sql<{ total: string; pending: string; failed: string; next_at: Date | null; lease: Date | null }>`
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE state IN ('queued', 'sending', 'deferred', 'held')) AS pending,
+           count(*) FILTER (WHERE state IN ('failed', 'bounced', 'dropped')) AS failed,
+           min(next_attempt_at) FILTER (WHERE state IN ('queued', 'deferred', 'held')) AS next_at,
+           min(lease_until) FILTER (WHERE state = 'sending') AS lease
+    FROM deliveries WHERE message_kind = ${kind} AND message_id = ${messageId}`.execute(db);
+  const row = rows[0];
+  return {
+    total: Number(row?.total ?? 0),
+    pending: Number(row?.pending ?? 0),
+    failed: Number(row?.failed ?? 0),
+    nextAttemptAt: row?.next_at ? new Date(row.next_at) : null,
+    leaseUntil: row?.lease ? new Date(row.lease) : null,
+  };
+}
+
+/**
+ * A cancelled message: what has not gone out yet never will. Claims a dead worker left behind
+ * (lease run out) go too; live claims are released by the workers holding them.
+ */
+export async function cancelPendingDeliveries(db: Db, kind: MessageKind, messageId: number, now: Date): Promise<void> {
+  await sql`
+    UPDATE deliveries SET state = 'cancelled', updated_at = ${now}, lease_until = NULL
+    WHERE message_kind = ${kind} AND message_id = ${messageId}
+      AND (state IN ('queued', 'deferred', 'held') OR (state = 'sending' AND lease_until < ${now}))`.execute(db);
+}

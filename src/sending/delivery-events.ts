@@ -1,0 +1,230 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import type { ContactStatus, DeliveryState } from '../db/schema.ts';
+import { COUNTERS, type Counter } from '../messaging/reporting.ts';
+
+/**
+ * What happened to a delivery after it was handed over, from any source: SendGrid's event
+ * webhook, a voicemail provider's disposition, Hopper's own open pixel, click redirect and
+ * unsubscribe link. Each event is stored once (by its source's id), and only a newly stored event
+ * moves counters, the delivery's state and the contact's status — all in one transaction, so a
+ * replayed batch changes nothing and the counters stay exactly the ledger.
+ */
+export const EVENT_TYPES = [
+  'processed',
+  'delivered',
+  'deferred',
+  'dropped',
+  'hard_bounce',
+  'soft_bounce',
+  'failed',
+  'open',
+  'click',
+  'spamreport',
+  'unsubscribe',
+] as const;
+export type DeliveryEventType = (typeof EVENT_TYPES)[number];
+
+export interface DeliveryEvent {
+  /** Who reported it: `sendgrid`, `slybroadcast`, `hopper` (tracking), … */
+  source: string;
+  /** The source's id of the event; the same id twice is the same event. */
+  eventId: string;
+  deliveryId: number;
+  /**
+   * The address or number the source says the event is about. When given, it must be the
+   * delivery's (case aside), or the event is treated as one for an unknown delivery: a provider
+   * account shared by two Hopper installations reports both one's deliveries to each.
+   */
+  address?: string | null;
+  type: DeliveryEventType;
+  occurredAt: Date;
+  /** Free text kept with the event: a bounce reason, a clicked URL. */
+  detail?: string | null;
+}
+
+interface Effect {
+  counters: Partial<Record<Counter, number>>;
+  /** The delivery's new state, applied only when it ranks above the current one (events arrive out of order). */
+  state?: DeliveryState;
+  contactStatus?: ContactStatus;
+}
+
+const EFFECTS: Record<DeliveryEventType, Effect> = {
+  processed: { counters: { processed: 1 } },
+  delivered: { counters: { delivered: 1 }, state: 'delivered' },
+  deferred: { counters: { deferred: 1 } },
+  dropped: { counters: { dropped: 1 }, state: 'dropped' },
+  hard_bounce: { counters: { bounce: 1, hard_bounce: 1 }, state: 'bounced', contactStatus: 'Inactive - Hard Bounce' },
+  soft_bounce: { counters: { bounce: 1, soft_bounce: 1 }, state: 'bounced' },
+  failed: { counters: { failed: 1 }, state: 'failed' },
+  open: { counters: { open: 1 } },
+  click: { counters: { click: 1 } },
+  spamreport: { counters: { spamreport: 1 }, contactStatus: 'Inactive - Spam Complaint' },
+  unsubscribe: { counters: { unsubscribe: 1 }, contactStatus: 'Unsubscribed' },
+};
+
+/** Later outcomes win over earlier ones, whatever order their events arrive in. */
+const RANK_OF: Partial<Record<DeliveryState, number>> = { delivered: 2, bounced: 3, dropped: 3, failed: 3 };
+/** The same ranks in SQL, for the state a delivery has now. */
+const CURRENT_RANK = sql`(CASE d.state WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 WHEN 'dropped' THEN 3 WHEN 'failed' THEN 3 ELSE 1 END)`;
+const COUNTER_SHARDS = 16;
+
+export interface RecordResult {
+  recorded: number;
+  duplicates: number;
+  /** Events naming no known delivery, or another address than the delivery's (ignored). */
+  unknown: number;
+}
+
+type Fresh = {
+  delivery_id: number;
+  type: DeliveryEventType;
+  occurred_at: Date;
+  user_id: number;
+  message_kind: string;
+  message_id: number;
+  contact_id: number;
+};
+
+/**
+ * Stores a batch of events and applies what each new one means, in one transaction of four
+ * set-based statements however large the batch.
+ *
+ * Concurrent batches (SendGrid posts many at once, and retries) must neither deadlock nor queue
+ * behind each other. Every transaction takes its row locks in one global order — event keys
+ * sorted, then deliveries by id, then counter rows sorted, then contacts by id — the same order as
+ * the sending engine (a delivery, then its counter row). And a batch adds its counts to one shard
+ * row per message chosen at random, so two batches about the same message mostly touch different
+ * counter rows instead of waiting for each other's commit.
+ */
+export async function recordDeliveryEvents(db: Db, events: readonly DeliveryEvent[], now: Date): Promise<RecordResult> {
+  if (events.length === 0) return { recorded: 0, duplicates: 0, unknown: 0 };
+  const rows = events.map((e) => ({
+    source: e.source,
+    event_id: e.eventId,
+    delivery_id: e.deliveryId,
+    address: e.address ?? null,
+    type: e.type,
+    occurred_at: e.occurredAt.toISOString(),
+    detail: e.detail ?? null,
+  }));
+
+  return db.transaction().execute(async (trx) => {
+    // New events only: the join drops events for deliveries that do not exist (or another address),
+    // DISTINCT ON folds repeats inside the batch, ON CONFLICT skips events already stored.
+    const { rows: result } = await sql<{ matched: string; fresh: (Omit<Fresh, 'occurred_at'> & { occurred_at: string })[] | null }>`
+      WITH incoming AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+          AS x(source text, event_id text, delivery_id bigint, address text, type text, occurred_at timestamptz, detail text)
+      ), matched AS (
+        SELECT i.* FROM incoming i JOIN deliveries d ON d.id = i.delivery_id
+        WHERE i.address IS NULL OR lower(i.address) = lower(d.address)
+      ), stored AS (
+        INSERT INTO delivery_events (source, event_id, delivery_id, type, occurred_at, detail, received_at)
+        SELECT DISTINCT ON (source, event_id) source, event_id, delivery_id, type, occurred_at, detail, ${now}::timestamptz
+        FROM matched
+        ORDER BY source, event_id
+        ON CONFLICT (source, event_id) DO NOTHING
+        RETURNING delivery_id, type, occurred_at
+      )
+      SELECT (SELECT count(*) FROM matched) AS matched,
+             (SELECT json_agg(json_build_object(
+                       'delivery_id', s.delivery_id, 'type', s.type, 'occurred_at', s.occurred_at, 'user_id', d.user_id,
+                       'message_kind', d.message_kind, 'message_id', d.message_id, 'contact_id', d.contact_id))
+              FROM stored s JOIN deliveries d ON d.id = s.delivery_id) AS fresh`.execute(trx);
+    const matched = Number(result[0]?.matched ?? 0);
+    const fresh = (result[0]?.fresh ?? []).map((e) => ({ ...e, occurred_at: new Date(e.occurred_at) }));
+    if (fresh.length > 0) {
+      await moveStates(trx, fresh, now);
+      await addCounters(trx, fresh);
+      await changeContacts(trx, fresh, now);
+    }
+    return { recorded: fresh.length, duplicates: matched - fresh.length, unknown: events.length - matched };
+  });
+}
+
+async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
+  // The highest-ranked new state per delivery (and when it happened, for delivered_at).
+  const target = new Map<number, { state: DeliveryState; at: Date }>();
+  for (const event of fresh) {
+    const state = EFFECTS[event.type].state;
+    if (!state) continue;
+    const current = target.get(event.delivery_id);
+    if (!current || (RANK_OF[state] ?? 1) > (RANK_OF[current.state] ?? 1)) target.set(event.delivery_id, { state, at: event.occurred_at });
+  }
+  if (target.size === 0) return;
+  const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: RANK_OF[state] ?? 1, at: at.toISOString() }));
+  // A delivery still queued or being handed over belongs to the sending engine, which counts its
+  // outcome itself; the lock is taken in id order (see recordDeliveryEvents).
+  await sql`
+    WITH x AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
+    ), locked AS (
+      SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
+      WHERE d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank
+      ORDER BY d.id
+      FOR NO KEY UPDATE OF d
+    )
+    UPDATE deliveries d
+    SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
+    FROM x JOIN locked USING (id)
+    WHERE d.id = x.id AND d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank`.execute(trx);
+}
+
+async function addCounters(trx: Db, fresh: Fresh[]): Promise<void> {
+  const shard = Math.floor(Math.random() * COUNTER_SHARDS);
+  const sums = new Map<string, { message_kind: string; message_id: number; shard: number; user_id: number } & Record<Counter, number>>();
+  for (const event of fresh) {
+    const key = `${event.message_kind}:${event.message_id}`;
+    let sum = sums.get(key);
+    if (!sum) {
+      sum = { message_kind: event.message_kind, message_id: event.message_id, shard, user_id: event.user_id, ...zeroCounters() };
+      sums.set(key, sum);
+    }
+    for (const [counter, n] of Object.entries(EFFECTS[event.type].counters)) sum[counter as Counter] += n;
+  }
+  const columns = COUNTERS.map((c) => sql.ref(c));
+  const definitions = sql.raw(COUNTERS.map((c) => `${c} integer`).join(', '));
+  const updates = COUNTERS.map((c) => sql`${sql.ref(c)} = message_counters.${sql.ref(c)} + excluded.${sql.ref(c)}`);
+  // Sorted, so two batches about the same messages lock their counter rows in the same order.
+  const ordered = [...sums.values()].sort((a, b) => a.message_kind.localeCompare(b.message_kind) || a.message_id - b.message_id);
+  await sql`
+    INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
+    SELECT message_kind, message_id, shard, user_id, ${sql.join(columns)}
+    FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb)
+      AS x(message_kind text, message_id bigint, shard smallint, user_id bigint, ${definitions})
+    ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}`.execute(trx);
+}
+
+async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
+  // A contact that unsubscribed, complained or bounced stays so: only a Subscribed contact changes,
+  // and of several such events in one batch the earliest decides, as if they had come one by one.
+  const first = new Map<number, { contact_id: number; user_id: number; status: ContactStatus; at: number }>();
+  for (const event of fresh) {
+    const status = EFFECTS[event.type].contactStatus;
+    if (!status) continue;
+    const seen = first.get(event.contact_id);
+    if (!seen || event.occurred_at.getTime() < seen.at) {
+      first.set(event.contact_id, { contact_id: event.contact_id, user_id: event.user_id, status, at: event.occurred_at.getTime() });
+    }
+  }
+  if (first.size === 0) return;
+  const changes = [...first.values()].sort((a, b) => a.contact_id - b.contact_id);
+  await sql`
+    WITH x AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(contact_id bigint, user_id bigint, status text)
+    ), locked AS (
+      SELECT c.id FROM contacts c JOIN x ON x.contact_id = c.id AND x.user_id = c.user_id
+      WHERE c.status = 'Subscribed'
+      ORDER BY c.id
+      FOR NO KEY UPDATE OF c
+    )
+    UPDATE contacts c SET status = x.status, updated_at = ${now}
+    FROM x JOIN locked ON locked.id = x.contact_id
+    WHERE c.id = x.contact_id AND c.user_id = x.user_id AND c.status = 'Subscribed'`.execute(trx);
+}
+
+function zeroCounters(): Record<Counter, number> {
+  return Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Record<Counter, number>;
+}

@@ -1,0 +1,35 @@
+import type { Config } from '../../config.ts';
+import type { Db } from '../../db/database.ts';
+import type { Channel } from '../channel.ts';
+import { type PreparedEmail, renderEmail } from './render.ts';
+import type { TrackingTokens } from './tokens.ts';
+import type { MailTransport } from './transport.ts';
+
+/**
+ * Templated emails: each delivery rendered for its contact and handed to the mail transport.
+ * `tokens` signs the open pixel, click redirects and unsubscribe link of every email.
+ */
+export function emailChannel(
+  db: Db,
+  config: Config,
+  transport: MailTransport,
+  tokens: TrackingTokens,
+): Channel<'templated_email', PreparedEmail> {
+  const domain = new URL(config.publicUrl).hostname;
+  return {
+    async prepare(message) {
+      const signature =
+        message.signature_id === null
+          ? undefined
+          : await db
+              .selectFrom('signatures')
+              .select('body')
+              .where('id', '=', message.signature_id)
+              .where('user_id', '=', message.user_id)
+              .executeTakeFirst();
+      return { message, signatureHtml: signature?.body ?? null, from: config.mailFrom, domain, publicUrl: config.publicUrl, tokens };
+    },
+    deliver: (prepared, delivery) => transport.send(renderEmail(prepared, delivery), delivery.id),
+    close: async () => transport.close(),
+  };
+}

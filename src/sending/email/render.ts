@@ -1,0 +1,177 @@
+import type { TemplatedEmailRow } from '../../db/schema.ts';
+import { htmlToText } from '../../messaging/templated-emails.ts';
+import type { ClaimedDelivery } from '../deliveries.ts';
+import { MAX_LINK_INDEX, type TrackingTokens } from './tokens.ts';
+import type { OutgoingEmail } from './transport.ts';
+
+/** What every email of one templated email shares, loaded once per batch. */
+export interface PreparedEmail {
+  message: TemplatedEmailRow;
+  signatureHtml: string | null;
+  from: string;
+  /** The host part of Message-IDs and of the unsubscribe mailto: PUBLIC_URL's host. */
+  domain: string;
+  /** PUBLIC_URL: where the open pixel, click redirects and unsubscribe link point. */
+  publicUrl: string;
+  tokens: TrackingTokens;
+}
+
+type Person = Pick<ClaimedDelivery, 'first_name' | 'last_name'>;
+type Content = Pick<PreparedEmail, 'message' | 'signatureHtml'>;
+
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
+}
+
+/**
+ * Fills {{first_name}}, {{last_name}} and {{full_name}} (spaces inside the braces allowed). In
+ * HTML the values are escaped: a contact named `<script>` stays text.
+ */
+export function fillMergeTags(template: string, person: Person, html: boolean): string {
+  const values: Record<string, string> = {
+    first_name: person.first_name ?? '',
+    last_name: person.last_name ?? '',
+    full_name: [person.first_name, person.last_name].filter(Boolean).join(' '),
+  };
+  return template.replace(/\{\{\s*(first_name|last_name|full_name)\s*\}\}/g, (_, name: string) => {
+    const value = values[name] ?? '';
+    return html ? escapeHtml(value) : value;
+  });
+}
+
+/**
+ * The HTML content of one contact's email before tracking is added: greeting (with or without
+ * first name), body, closing, signature, P.S. The click redirect reads a message's links from
+ * this same function, so link N of a token is link N of the email that carried it.
+ */
+export function composeHtml(content: Content, person: Person): string {
+  const { message } = content;
+  const greeting = person.first_name?.trim() ? message.greeting_with_first_name : message.greeting_without_first_name;
+  const fill = (text: string) => fillMergeTags(text, person, true);
+  const paragraph = (text: string) => (text.trim() ? `<p>${fill(escapeHtml(text))}</p>` : '');
+  return [
+    paragraph(greeting),
+    fill(message.body),
+    paragraph(message.closing),
+    content.signatureHtml ? `<div class="signature">${content.signatureHtml}</div>` : '',
+    message.ps_line.trim() ? `<p>P.S. ${fill(escapeHtml(message.ps_line))}</p>` : '',
+  ]
+    .filter(Boolean)
+    .join('\n');
+}
+
+/** The absolute URLs of one delivery's tracking and unsubscribe links. */
+export function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliveryId: number) {
+  return {
+    open: `${publicUrl}/t/o/${tokens.sign('open', deliveryId)}.gif`,
+    click: (link: number) => `${publicUrl}/t/c/${tokens.sign('click', deliveryId, link)}`,
+    unsubscribe: `${publicUrl}/unsubscribe/${tokens.sign('unsubscribe', deliveryId)}`,
+  };
+}
+
+/**
+ * One contact's email: the composed content with every http(s) link sent through the click
+ * redirect, a visible unsubscribe link and the open pixel; a text part with the original links
+ * and the unsubscribe URL; RFC 8058 one-click unsubscribe headers.
+ */
+export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery): OutgoingEmail {
+  const { message } = prepared;
+  const links = trackingLinks(prepared.publicUrl, prepared.tokens, delivery.id);
+  const mailto = `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${prepared.tokens.sign('unsubscribe', delivery.id)}`;
+
+  const content = composeHtml(prepared, delivery);
+  const html = [
+    rewriteLinks(content, (index) => links.click(index)),
+    `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links.unsubscribe}">Unsubscribe</a>.</p>`,
+    `<img src="${links.open}" width="1" height="1" alt="">`,
+  ].join('\n');
+
+  const greeting = delivery.first_name?.trim() ? message.greeting_with_first_name : message.greeting_without_first_name;
+  const fill = (text: string, asHtml: boolean) => fillMergeTags(text, delivery, asHtml);
+  const closing = [fill(message.closing.trim(), false), prepared.signatureHtml ? htmlToText(prepared.signatureHtml) : '']
+    .filter(Boolean)
+    .join('\n');
+  const text = [
+    fill(greeting.trim(), false),
+    htmlToText(fill(message.body, true)),
+    closing,
+    message.ps_line.trim() ? `P.S. ${fill(message.ps_line.trim(), false)}` : '',
+    `Unsubscribe: ${links.unsubscribe}`,
+  ]
+    .filter(Boolean)
+    .join('\n\n');
+
+  return {
+    messageId: `<${delivery.message_kind}-${delivery.message_id}.${delivery.id}@${prepared.domain}>`,
+    from: prepared.from,
+    to: delivery.address,
+    subject: fill(message.subject, false).replace(/[\r\n]+/g, ' '),
+    html: `<!doctype html><html><body>${html}</body></html>`,
+    text,
+    headers: {
+      // One header, both URIs (nodemailer's `list` option would write two headers); folded only
+      // at the space, so no URL is cut.
+      'List-Unsubscribe': rawHeader(`<${links.unsubscribe}>, <${mailto}>`, true),
+      'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+      // SendGrid hands these back on every event of the message: how its webhook finds the
+      // delivery. Raw JSON: an RFC 2047-encoded value would be unreadable to SendGrid.
+      'X-SMTPAPI': rawHeader(JSON.stringify({ unique_args: { hopper_delivery_id: String(delivery.id) } }), false),
+    },
+  };
+}
+
+/** A header value nodemailer writes as it is (no RFC 2047 encoding), with control characters removed. */
+function rawHeader(value: string, foldLines: boolean): { prepared: boolean; value: string } {
+  // foldLines is a nodemailer option its type declarations lack.
+  return { prepared: true, foldLines, value: value.replace(/\p{Cc}/gu, '') } as { prepared: boolean; value: string };
+}
+
+// An <a> start tag, its attributes one by one: a URL-looking text in another attribute's value is
+// not taken for the link.
+// Names and bare values never hold `<`, so a run of broken tags is scanned once, not once per tag.
+const ANCHOR = /<a\b((?:\s+[^\s"'<>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)(\s*\/?>)/gi;
+const ATTRIBUTE = /(\s+)([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?/g;
+
+/**
+ * Visits the http(s) links (`<a href>`) of HTML in order; `each` may return a new href. Links
+ * past the highest index a token can carry are neither counted nor rewritten.
+ */
+function mapLinks(html: string, each: (url: string, index: number) => string | undefined): string {
+  let index = 0;
+  return html.replace(ANCHOR, (tag, attributes: string, end: string) => {
+    let seenHref = false;
+    const rewritten = attributes.replace(ATTRIBUTE, (attribute, space: string, name: string, dq?: string, sq?: string, bare?: string) => {
+      if (name.toLowerCase() !== 'href' || seenHref) return attribute;
+      seenHref = true;
+      const url = decodeEntities((dq ?? sq ?? bare ?? '').trim());
+      if (!/^https?:\/\//i.test(url) || index > MAX_LINK_INDEX) return attribute;
+      const href = each(url, index++);
+      return href === undefined ? attribute : `${space}href="${escapeHtml(href)}"`;
+    });
+    return rewritten === attributes ? tag : `<a${rewritten}${end}`;
+  });
+}
+
+/** The http(s) links of HTML, in order and entity-decoded: what a click token's index points into. */
+export function linksIn(html: string): string[] {
+  const links: string[] = [];
+  mapLinks(html, (url) => {
+    links.push(url);
+    return undefined;
+  });
+  return links;
+}
+
+function rewriteLinks(html: string, hrefFor: (index: number) => string): string {
+  return mapLinks(html, (_url, index) => hrefFor(index));
+}
+
+const NAMED_ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+function decodeEntities(text: string): string {
+  return text.replace(/&(#x[0-9a-f]{1,6}|#\d{1,7}|amp|lt|gt|quot|apos);/gi, (entity, name: string) => {
+    if (name[0] !== '#') return NAMED_ENTITIES[name.toLowerCase()] ?? entity;
+    const code = name[1] === 'x' || name[1] === 'X' ? Number.parseInt(name.slice(2), 16) : Number(name.slice(1));
+    return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : entity;
+  });
+}

@@ -1,0 +1,165 @@
+import { type ConnectionUrlOptions, parseConnectionUrl } from 'nodemailer/lib/shared';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+
+/**
+ * A pool of SMTP connections that sends ready-made RFC 5322 text. The SMTP conversation (TLS,
+ * STARTTLS, AUTH, dot-stuffing) is nodemailer's SMTPConnection; only the pooling is ours. Handing a
+ * composed message straight to a connection costs about 45 µs of CPU, against 150 µs through
+ * nodemailer's pooled transport with a raw message and 400 µs with message options (bench/send.ts).
+ *
+ * Connections open on demand up to `maxConnections` and stay open. A connection whose send failed
+ * for the message's own sake (an envelope or data refusal other than 421) is reset and reused;
+ * after any other failure it is closed, and the next send opens a fresh one. A connection the
+ * server closes while idle leaves the pool when it ends.
+ */
+export interface SmtpPoolOptions {
+  url: string;
+  maxConnections: number;
+  /** Messages per second over the whole pool; 0 for no limit. */
+  rateLimit: number;
+  connectionTimeout: number;
+  greetingTimeout: number;
+  socketTimeout: number;
+}
+
+export interface Envelope {
+  from: string;
+  to: string[];
+}
+
+type Connection = InstanceType<typeof SMTPConnection>;
+
+export class SmtpPool {
+  readonly #options: SmtpPoolOptions;
+  readonly #connectionOptions: ConnectionUrlOptions;
+  readonly #idle: Connection[] = [];
+  readonly #open = new Set<Connection>();
+  readonly #waiting: ((connection: Connection | Error) => void)[] = [];
+  #opening = 0;
+  #closed = false;
+  #windowStart = 0;
+  #windowCount = 0;
+
+  constructor(options: SmtpPoolOptions) {
+    this.#options = options;
+    this.#connectionOptions = parseConnectionUrl(options.url);
+  }
+
+  async send(envelope: Envelope, raw: string | Buffer): Promise<void> {
+    await this.#rateLimit();
+    const connection = await this.#acquire();
+    try {
+      await new Promise<void>((resolve, reject) => connection.send(envelope, raw, (error) => (error ? reject(error) : resolve())));
+      this.#release(connection);
+    } catch (error) {
+      const { code, responseCode } = error as { code?: string; responseCode?: number };
+      if ((code === 'EENVELOPE' || code === 'EMESSAGE') && responseCode !== 421) {
+        connection.reset((resetError) => (resetError ? this.#discard(connection) : this.#release(connection)));
+      } else {
+        this.#discard(connection);
+      }
+      throw error;
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const connection of this.#open) connection.quit();
+    this.#open.clear();
+    this.#idle.length = 0;
+    for (const waiter of this.#waiting.splice(0)) waiter(new Error('the SMTP pool is closed'));
+  }
+
+  async #acquire(): Promise<Connection> {
+    if (this.#closed) throw new Error('the SMTP pool is closed');
+    const idle = this.#idle.pop();
+    if (idle) return idle;
+    if (this.#open.size + this.#opening < this.#options.maxConnections) return this.#connect();
+    const handed = await new Promise<Connection | Error>((resolve) => this.#waiting.push(resolve));
+    if (handed instanceof Error) throw handed;
+    return handed;
+  }
+
+  #release(connection: Connection): void {
+    if (!this.#open.has(connection)) return;
+    const waiter = this.#waiting.shift();
+    if (waiter) waiter(connection);
+    else this.#idle.push(connection);
+  }
+
+  #discard(connection: Connection): void {
+    this.#forget(connection);
+    connection.close();
+  }
+
+  /** A connection gone from the pool makes room: a waiting send opens a new one. */
+  #forget(connection: Connection): void {
+    if (!this.#open.delete(connection)) return;
+    const at = this.#idle.indexOf(connection);
+    if (at >= 0) this.#idle.splice(at, 1);
+    const waiter = this.#waiting.shift();
+    if (waiter) this.#connect().then(waiter, waiter);
+  }
+
+  async #connect(): Promise<Connection> {
+    const { auth, ...options } = this.#connectionOptions;
+    const connection = new SMTPConnection({
+      ...options,
+      connectionTimeout: this.#options.connectionTimeout,
+      greetingTimeout: this.#options.greetingTimeout,
+      socketTimeout: this.#options.socketTimeout,
+    });
+    this.#opening++;
+    let failed: (error: Error) => void = () => {};
+    const onError = (error: Error) => failed(error);
+    const onEnd = () => failed(Object.assign(new Error('the SMTP server closed the connection'), { code: 'ECONNECTION' }));
+    connection.on('error', onError);
+    connection.once('end', onEnd);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        failed = reject;
+        connection.connect(() => resolve());
+      });
+      if (auth && connection.allowsAuth) {
+        await new Promise<void>((resolve, reject) => {
+          failed = reject;
+          connection.login(auth, (error) => (error ? reject(error) : resolve()));
+        });
+      }
+    } catch (error) {
+      connection.close();
+      throw error;
+    } finally {
+      this.#opening--;
+      connection.off('error', onError);
+      connection.off('end', onEnd);
+    }
+    // Errors reach the send under way through its callback; an idle connection just leaves.
+    connection.on('error', () => {});
+    connection.once('end', () => this.#forget(connection));
+    if (this.#closed) {
+      connection.quit();
+      throw new Error('the SMTP pool is closed');
+    }
+    this.#open.add(connection);
+    return connection;
+  }
+
+  /** At most `rateLimit` sends start in any one-second window. */
+  async #rateLimit(): Promise<void> {
+    const limit = this.#options.rateLimit;
+    if (limit <= 0) return;
+    for (;;) {
+      const now = Date.now();
+      if (now - this.#windowStart >= 1000) {
+        this.#windowStart = now;
+        this.#windowCount = 0;
+      }
+      if (this.#windowCount < limit) {
+        this.#windowCount++;
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, this.#windowStart + 1000 - now));
+    }
+  }
+}

@@ -1,0 +1,245 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
+import type { Config } from '../config.ts';
+import type { DatabaseHandle, Db } from '../db/database.ts';
+import type { MessageKind } from '../messaging/reporting.ts';
+import type { Clock } from '../time.ts';
+import type { Channel, Channels, MessageRows } from './channel.ts';
+import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
+import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from './queue.ts';
+import { sendBatch } from './send-batch.ts';
+
+export const MESSAGE_TABLES = { voicemail_drop: 'voicemail_drops', templated_email: 'templated_emails' } as const;
+
+export interface EngineDeps {
+  database: DatabaseHandle;
+  config: Config;
+  queue: JobQueue;
+  clock: Clock;
+  channels: Channels;
+  log: FastifyBaseLogger;
+}
+
+/** How sending behaves; the defaults suit production, tests shorten the waits. */
+export interface EngineSettings {
+  /** Deliveries one delivery job claims per round trip (SEND_BATCH_SIZE). */
+  batchSize: number;
+  /** Deliveries one delivery job has with the provider at once (the SMTP pool's connections). */
+  sendConcurrency: number;
+  /** `sent` outcomes recorded per statement; bounds the duplicate window (docs/sending.md). */
+  recordEvery: number;
+  /** Delivery jobs one process runs at once. */
+  loops: number;
+  /** Most delivery jobs started per message when it becomes due (each may run on another worker); fewer for small ones. */
+  parallelism: number;
+  /** How long a claim holds before another worker may take the delivery over; renewed while alive. */
+  leaseMs: number;
+  /** How often a running batch reads its message's status (how fast a cancel takes effect). */
+  statusCheckMs: number;
+  /** A delivery job hands over to a fresh one after this long (pg-boss expires long jobs). */
+  maxJobMs: number;
+  /** First retry delay after a temporary failure; doubled at each further attempt. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Attempts before a delivery that keeps failing temporarily is given up. */
+  maxAttempts: number;
+  sweepIntervalMs: number;
+}
+
+type AnyRow = MessageRows[MessageKind] & { resolved_at: Date | null; exclusions?: unknown };
+
+/**
+ * The sending engine: turns due messages into deliveries and works through them.
+ *
+ * 1. `message-due` claims the message (`Scheduled` → `Sending`, only if it still has the send
+ *    time the job was made for), resolves its recipients into the delivery ledger, and starts
+ *    delivery jobs: one per few batches, up to `parallelism`.
+ * 2. `message-deliver` claims batches of deliveries and hands them to the message's channel
+ *    (send-batch.ts). When nothing is left to claim it finishes the message (`Sent`/`Failed`), or
+ *    asks for a delivery job at the next retry or lease expiry.
+ * 3. A sweeper restarts delivery on every `Sending` message at start and then now and then, so
+ *    work a crashed worker held is picked up by the survivors.
+ */
+export class SendingEngine {
+  readonly #deps: EngineDeps;
+  readonly #settings: EngineSettings;
+  #sweeper: NodeJS.Timeout | undefined;
+  #stopping = false;
+
+  constructor(deps: EngineDeps, settings: EngineSettings) {
+    this.#deps = deps;
+    this.#settings = settings;
+  }
+
+  get #db(): Db {
+    return this.#deps.database.db;
+  }
+
+  async start(): Promise<void> {
+    const { boss } = this.#deps.queue;
+    await boss.work<DueJob>(QUEUES.due, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
+      if (job) await this.#logged('due', job.data, () => this.handleDue(job.data));
+    });
+    await boss.work<DeliverJob>(
+      QUEUES.deliver,
+      { pollingIntervalSeconds: 0.5, batchSize: 1, localConcurrency: this.#settings.loops },
+      async ([job]) => {
+        if (job) await this.#logged('deliver', job.data, () => this.handleDeliver(job.data));
+      },
+    );
+    await this.sweep();
+    this.#sweeper = setInterval(() => {
+      this.sweep().catch((error) => this.#deps.log.error({ err: error }, 'sweep failed'));
+    }, this.#settings.sweepIntervalMs);
+    this.#sweeper.unref();
+  }
+
+  /**
+   * Stops taking work. Jobs under way stop handing deliveries over, record what they sent, give
+   * back the claims they had not started, and end.
+   */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#sweeper);
+    await this.#deps.queue.boss.offWork(QUEUES.due, { wait: true });
+    await this.#deps.queue.boss.offWork(QUEUES.deliver, { wait: true });
+  }
+
+  async handleDue(job: DueJob): Promise<void> {
+    const now = this.#deps.clock();
+    const table = MESSAGE_TABLES[job.kind];
+    const { rows } = await sql<AnyRow>`
+      UPDATE ${sql.table(table)} SET status = 'Sending', sending_at = ${now}, updated_at = ${now}
+      WHERE id = ${job.id} AND status = 'Scheduled' AND send_at = ${new Date(job.sendAt)} AND deleted_at IS NULL
+      RETURNING *`.execute(this.#db);
+    const message = rows[0];
+    if (!message) return; // rescheduled, unscheduled or deleted since this job was made
+    this.#deps.log.info({ kind: job.kind, id: job.id }, 'message due: sending');
+    const deliveries = await this.#resolve(job.kind, message);
+    // Parallel jobs only where they help: each one a small message does not need is a no-op that
+    // still takes a turn of the queue, and other messages wait behind it.
+    const jobs = Math.min(this.#settings.parallelism, Math.max(1, Math.ceil(deliveries / (4 * this.#settings.batchSize))));
+    for (let i = 0; i < jobs; i++) await this.#deps.queue.requestDelivery({ kind: job.kind, id: job.id });
+  }
+
+  async handleDeliver(job: DeliverJob): Promise<void> {
+    const channel = this.#deps.channels[job.kind] as Channel | undefined;
+    const started = Date.now();
+    let prepared: unknown;
+    let preparedFor: Date | undefined;
+    while (!this.#stopping) {
+      const message = await this.#load(job.kind, job.id);
+      if (!message || message.deleted_at) return;
+      const now = this.#deps.clock();
+      if (message.status === 'Cancelled') return cancelPendingDeliveries(this.#db, job.kind, job.id, now);
+      if (message.status !== 'Sending') return;
+      if (!message.resolved_at) await this.#resolve(job.kind, message);
+      if (!channel)
+        return this.#finish(
+          job.kind,
+          job.id,
+          `No ${job.kind === 'voicemail_drop' ? 'voicemail provider' : 'email'} channel is set up on this server.`,
+        );
+      if (Date.now() - started > this.#settings.maxJobMs) return this.#deps.queue.requestDelivery(job);
+      if (preparedFor?.getTime() !== message.updated_at.getTime()) {
+        prepared = await channel.prepare(message as never);
+        preparedFor = message.updated_at;
+      }
+      const batch = await claimDeliveries(this.#db, job.kind, job.id, this.#settings.batchSize, now, this.#settings.leaseMs);
+      if (batch.length > 0) {
+        this.#deps.log.debug({ kind: job.kind, id: job.id, claimed: batch.length }, 'deliveries claimed');
+        await sendBatch(
+          {
+            db: this.#db,
+            clock: this.#deps.clock,
+            log: this.#deps.log,
+            settings: this.#settings,
+            kind: job.kind,
+            messageId: job.id,
+            table: MESSAGE_TABLES[job.kind],
+            channel,
+            prepared,
+            stopping: () => this.#stopping,
+          },
+          batch,
+        );
+        continue;
+      }
+      return this.#settle(job);
+    }
+  }
+
+  /** Restarts delivery on every message that is sending: what a crashed worker held is taken over. */
+  async sweep(): Promise<void> {
+    for (const kind of Object.keys(MESSAGE_TABLES) as MessageKind[]) {
+      const sending = await this.#db
+        .selectFrom(MESSAGE_TABLES[kind])
+        .select('id')
+        .where('status', '=', 'Sending')
+        .where('deleted_at', 'is', null)
+        .execute();
+      for (const { id } of sending) await this.#deps.queue.requestDelivery({ kind, id }, { coalesce: true });
+    }
+  }
+
+  /** A failing job is retried by the queue; the log says why it failed. */
+  async #logged(what: string, data: object, run: () => Promise<void>): Promise<void> {
+    try {
+      await run();
+    } catch (error) {
+      this.#deps.log.error({ err: error, job: data }, `${what} job failed`);
+      throw error;
+    }
+  }
+
+  async #load(kind: MessageKind, id: number): Promise<AnyRow | undefined> {
+    const { rows } = await sql<AnyRow>`SELECT * FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE id = ${id}`.execute(this.#db);
+    return rows[0];
+  }
+
+  /** Resolves the message's recipients into deliveries (once; idempotent) and returns how many it has. */
+  async #resolve(kind: MessageKind, message: AnyRow): Promise<number> {
+    const deliveries = await resolveDeliveries(this.#db, {
+      kind,
+      id: message.id,
+      user_id: message.user_id,
+      recipients: message.recipients,
+      exclusions: 'exclusions' in message ? (message.exclusions as never) : undefined,
+    });
+    await sql`UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET resolved_at = ${this.#deps.clock()} WHERE id = ${message.id}`.execute(this.#db);
+    return deliveries;
+  }
+
+  /**
+   * Nothing claimable is left: finish the message, or ask for a delivery job at the next retry or
+   * lease expiry. A job never waits in place: it would hold one of the process's few job slots
+   * while other messages queue behind it. (A live claim's holder finishes the message itself;
+   * the job at its lease expiry only matters if that holder died.)
+   */
+  async #settle(job: DeliverJob): Promise<void> {
+    const summary = await summarizeDeliveries(this.#db, job.kind, job.id);
+    if (summary.pending === 0) {
+      const reason =
+        summary.total === 0
+          ? 'No recipient could receive this message.'
+          : summary.failed === summary.total
+            ? 'Every delivery failed.'
+            : null;
+      return this.#finish(job.kind, job.id, reason);
+    }
+    const due = [summary.nextAttemptAt, summary.leaseUntil]
+      .filter((d): d is Date => d !== null)
+      .sort((a, b) => a.getTime() - b.getTime())[0];
+    await this.#deps.queue.requestDelivery(job, { startAfter: due ?? new Date(this.#deps.clock().getTime() + this.#settings.leaseMs) });
+  }
+
+  /** `Sent`, or `Failed` with a reason; only a message still `Sending` changes (once). */
+  async #finish(kind: MessageKind, id: number, failure: string | null): Promise<void> {
+    const now = this.#deps.clock();
+    const status = failure ? 'Failed' : 'Sent';
+    const result = await sql`
+      UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET status = ${status}, reason = ${failure}, sent_at = ${now}, updated_at = ${now}
+      WHERE id = ${id} AND status = 'Sending'`.execute(this.#db);
+    if (Number(result.numAffectedRows ?? 0) > 0) this.#deps.log.info({ kind, id, status }, 'message finished');
+  }
+}

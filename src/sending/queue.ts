@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto';
+import { fromKysely, fromPglite, PgBoss } from 'pg-boss';
+import type { Config } from '../config.ts';
+import type { DatabaseHandle, Db } from '../db/database.ts';
+import type { MessageKind } from '../messaging/reporting.ts';
+
+/**
+ * The job queue (pg-boss) on the application database: PostgreSQL, or PGlite through pg-boss's
+ * PGlite adapter. Two kinds of job drive sending:
+ *
+ * - `message-due`: a message reached its send time. Enqueued in the same transaction as the
+ *   status change that schedules it, with `startAfter` = `send_at`. The job names the send time
+ *   it was made for, so a job left behind by a reschedule, an unschedule or a delete finds the
+ *   message changed and does nothing — no job ever needs cancelling.
+ * - `message-deliver`: work through a message's deliveries. Any number of these run at once,
+ *   across processes; each claims deliveries row by row (see deliveries.ts).
+ */
+export const QUEUES = { due: 'message-due', deliver: 'message-deliver' } as const;
+
+export interface DueJob {
+  kind: MessageKind;
+  id: number;
+  /** The `send_at` (ISO) the message had when this job was made. */
+  sendAt: string;
+}
+export interface DeliverJob {
+  kind: MessageKind;
+  id: number;
+}
+
+export interface JobQueue {
+  readonly boss: PgBoss;
+  /** Enqueues the due job of a scheduled message, inside the caller's transaction. */
+  scheduleDue(trx: Db, job: DueJob): Promise<void>;
+  /**
+   * Asks for delivery work on a message, now or at `startAfter`. Requests for the same message and
+   * the same `startAfter` are one job (parallel jobs that run dry all ask for the same follow-up).
+   * `coalesce` folds requests made within a few seconds into one job (sweeps).
+   */
+  requestDelivery(job: DeliverJob, options?: { startAfter?: Date; coalesce?: boolean }): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function openJobQueue(database: DatabaseHandle, config: Config): Promise<JobQueue> {
+  const schema = `${config.databaseSchema === 'public' ? '' : `${config.databaseSchema}_`}pgboss`;
+  const boss = database.pglite
+    ? new PgBoss({ db: fromPglite(database.pglite as never), backend: 'pglite', schema })
+    : new PgBoss({ connectionString: config.databaseUrl, schema, max: 4 });
+  boss.on('error', (error) => console.error('job queue error', error));
+  await boss.start();
+  // Delivery work heartbeats while it runs: a worker that dies stops heartbeating and its job is
+  // retried elsewhere (the deliveries it held are reclaimed by their own leases, see deliveries.ts).
+  await ensureQueue(boss, QUEUES.due, { retryLimit: 5, retryDelay: 5, retryBackoff: true, expireInSeconds: 600 });
+  await ensureQueue(boss, QUEUES.deliver, {
+    retryLimit: 10,
+    retryDelay: 2,
+    retryBackoff: true,
+    heartbeatSeconds: 10,
+    expireInSeconds: 3600,
+  });
+  // pg-boss looks a queue up on its own connection the first time it sends to it. Inside a
+  // transaction on PGlite (one connection) that look-up would wait for the transaction itself, so
+  // each queue is looked up once now, before any transaction needs it.
+  for (const name of Object.values(QUEUES)) await boss.getJobById(name, randomUUID());
+
+  return {
+    boss,
+    async scheduleDue(trx, job) {
+      await boss.send(QUEUES.due, job, { startAfter: new Date(job.sendAt), db: fromKysely(trx) });
+    },
+    async requestDelivery(job, options = {}) {
+      const { startAfter, coalesce } = options;
+      // A singleton slot counts finished jobs too: a follow-up keyed by the message alone (or by a
+      // coarse time) would be dropped whenever another had been asked for within the slot, and the
+      // message would stall until the next sweep. Keyed by the exact time, only true repeats fold.
+      const key = startAfter ? `${job.kind}:${job.id}@${startAfter.getTime()}` : `${job.kind}:${job.id}`;
+      await boss.send(QUEUES.deliver, job, {
+        ...(startAfter ? { startAfter, singletonKey: key, singletonSeconds: 60 } : {}),
+        ...(coalesce ? { singletonKey: key, singletonSeconds: 5 } : {}),
+      });
+    },
+    async stop() {
+      await boss.stop({ graceful: true, timeout: 20_000 });
+    },
+  };
+}
+
+async function ensureQueue(boss: PgBoss, name: string, options: Parameters<PgBoss['createQueue']>[1]): Promise<void> {
+  if (await boss.getQueue(name)) await boss.updateQueue(name, options as never);
+  else await boss.createQueue(name, options);
+}

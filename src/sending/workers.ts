@@ -1,0 +1,59 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.ts';
+import type { DatabaseHandle } from '../db/database.ts';
+import type { Clock } from '../time.ts';
+import { startVoicemailSending } from '../voicemail/voicemail-channel.ts';
+import { emailChannel } from './email/email-channel.ts';
+import { loadTrackingTokens } from './email/tokens.ts';
+import { createMailTransport } from './email/transport.ts';
+import { type EngineSettings, SendingEngine } from './engine.ts';
+import type { JobQueue } from './queue.ts';
+
+export interface Workers {
+  engine: SendingEngine;
+  stop(): Promise<void>;
+}
+
+export function engineSettings(config: Config): EngineSettings {
+  return {
+    batchSize: config.sendBatchSize,
+    // Enough in flight to keep every pooled SMTP connection busy, and no more: a message queued
+    // inside the pool cannot be called back by a cancel.
+    sendConcurrency: config.smtpUrl ? config.smtpMaxConnections : 4,
+    recordEvery: Math.min(config.sendBatchSize, 20),
+    loops: 2,
+    parallelism: 8,
+    leaseMs: config.sendLeaseMs,
+    statusCheckMs: Math.min(250, Math.floor(config.sendLeaseMs / 4)),
+    retryBaseMs: config.sendRetryBaseMs,
+    retryMaxMs: 3_600_000,
+    maxAttempts: 8,
+    maxJobMs: 600_000,
+    sweepIntervalMs: 30_000,
+  };
+}
+
+/** The worker role: the sending engine with its channels. */
+export async function startWorkers(deps: {
+  database: DatabaseHandle;
+  config: Config;
+  queue: JobQueue;
+  clock: Clock;
+  log: FastifyBaseLogger;
+}): Promise<Workers> {
+  const transport = createMailTransport(deps.config);
+  const tokens = await loadTrackingTokens(deps.database.db);
+  const voicemail = await startVoicemailSending(deps);
+  const channels = { templated_email: emailChannel(deps.database.db, deps.config, transport, tokens), voicemail_drop: voicemail.channel };
+  const engine = new SendingEngine({ ...deps, channels }, engineSettings(deps.config));
+  await engine.start();
+  deps.log.info({ smtp: deps.config.smtpUrl ? 'pool' : 'outbox' }, 'sending engine started');
+  return {
+    engine,
+    async stop() {
+      await engine.stop();
+      await voicemail.stop();
+      transport.close();
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import type { SlybroadcastConfig } from '../config.ts';
+import type { Db } from '../db/database.ts';
+import { ensureSecret } from '../db/secrets.ts';
+import { zonedInstant } from './calling-hours.ts';
+import type { ProviderOutcome } from './dispositions.ts';
+import { describeFetchError, type SubmitResult, type VoicemailAdapter } from './providers.ts';
+
+/**
+ * Slybroadcast (PROVIDERS.md): one form-encoded endpoint, plain-text replies, and a disposition
+ * callback per number posted to the `c_dispo_url` given with the drop. One number per submission,
+ * so each delivery has its own session id, which is how its disposition finds it again.
+ */
+export const SLYBROADCAST_SOURCE = 'slybroadcast';
+const SUBMIT_TIMEOUT_MS = 30_000;
+
+/**
+ * The secret in the disposition URL. Slybroadcast does not sign its callbacks, so the URL carries
+ * a random token kept in the database (the same for every process, and across restarts).
+ */
+const tokens = new WeakMap<Db, Promise<string>>();
+export function slybroadcastCallbackToken(db: Db): Promise<string> {
+  let token = tokens.get(db);
+  if (!token) {
+    token = ensureSecret(db, 'slybroadcast-callback-token', 24).then((secret) => secret.toString('base64url'));
+    token.catch(() => tokens.delete(db));
+    tokens.set(db, token);
+  }
+  return token;
+}
+
+export function slybroadcastAdapter(config: SlybroadcastConfig, dispositionUrl: () => Promise<string>): VoicemailAdapter {
+  return {
+    provider: 'Slybroadcast',
+    async submit(drop) {
+      // The body holds the account password: it is never logged, and neither are errors quoting it.
+      const form = new URLSearchParams({
+        c_uid: config.uid,
+        c_password: config.password,
+        c_phone: drop.phone,
+        c_url: drop.audioUrl,
+        c_audio: drop.audioType,
+        c_callerID: drop.callerId,
+        c_date: 'now',
+        c_dispo_url: await dispositionUrl(),
+      });
+      let response: Response;
+      let text: string;
+      try {
+        response = await fetch(config.url, { method: 'POST', body: form, signal: AbortSignal.timeout(SUBMIT_TIMEOUT_MS) });
+        text = await response.text();
+      } catch (error) {
+        return { ok: false, retryable: true, reason: `Slybroadcast could not be reached: ${describeFetchError(error)}` };
+      }
+      if (response.status >= 500 || response.status === 408 || response.status === 429) {
+        return { ok: false, retryable: true, reason: `Slybroadcast answered HTTP ${response.status}` };
+      }
+      if (!response.ok) return { ok: false, retryable: false, reason: `Slybroadcast answered HTTP ${response.status}` };
+      return readSubmitReply(text);
+    },
+  };
+}
+
+/**
+ * The plain-text reply: `OK` then `session_id=<digits>` (any case; `Session ID=` seen too), or
+ * `ERROR` then the reason. HTTP 200 with `ERROR` is a refusal of this drop: not retried. A reply
+ * that is neither is not retried either — the drop may have been accepted, and a second one to
+ * the same person is worse than none.
+ */
+export function readSubmitReply(text: string): SubmitResult {
+  const lines = text
+    .replace(/^\uFEFF/, '')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const first = lines[0] ?? '';
+  if (/^OK\b/i.test(first)) {
+    const sessionId = lines.map((line) => /^session[ _]?id\s*[=:]\s*"?([\w-]+)/i.exec(line)?.[1]).find((id) => id !== undefined);
+    return { ok: true, reference: sessionId };
+  }
+  if (/^ERROR\b/i.test(first)) {
+    const reason = lines[1] ?? first.replace(/^ERROR\W*/i, '');
+    return { ok: false, retryable: false, reason: `Slybroadcast refused the drop: ${reason || 'no reason given'}` };
+  }
+  return {
+    ok: false,
+    retryable: false,
+    reason: `Slybroadcast gave a reply that is neither OK nor ERROR: ${JSON.stringify(first.slice(0, 80))}`,
+  };
+}
+
+/**
+ * The `var` values of a disposition post, each one or more lines of
+ * `session_id|phone|status|failure_reason|delivery_time|carrier` (values may be quoted). Lines
+ * that are not that shape are counted as malformed and otherwise ignored.
+ */
+export function readDispositions(values: readonly string[], now: Date): { outcomes: ProviderOutcome[]; malformed: number } {
+  const outcomes: ProviderOutcome[] = [];
+  let malformed = 0;
+  for (const line of values.flatMap((value) => value.split(/\r?\n/))) {
+    if (line.trim() === '') continue;
+    // Quotes may wrap the whole line or each value: stripped from both ends of every value.
+    const fields = line.split('|').map((field) => field.trim().replace(/^["']/, '').replace(/["']$/, '').trim());
+    const [sessionId = '', phone = '', status = '', failureReason = '', deliveryTime = '', carrier = ''] = fields;
+    const digits = phone.replace(/\D/g, '').replace(/^1(\d{10})$/, '$1');
+    if (fields.length < 3 || !/^[\w-]{1,64}$/.test(sessionId) || !/^\d{10}$/.test(digits) || status === '') {
+      malformed++;
+      continue;
+    }
+    const delivered = status.toUpperCase() === 'OK';
+    outcomes.push({
+      reference: sessionId,
+      eventId: sessionId,
+      phone: digits,
+      delivered,
+      reason: delivered ? (carrier ? `carrier: ${carrier}` : null) : failureReason || `status ${status}`,
+      occurredAt: easternTime(deliveryTime) ?? now,
+    });
+  }
+  return { outcomes, malformed };
+}
+
+/** `YYYY-MM-DD HH:MM:SS` in US Eastern time, as Slybroadcast writes times. */
+function easternTime(text: string): Date | undefined {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/.exec(text);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1).map(Number) as [number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return undefined;
+  return zonedInstant('America/New_York', year, month, day, hour, minute, second);
+}

@@ -1,0 +1,106 @@
+import { isIP } from 'node:net';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.ts';
+import type { DatabaseHandle } from '../db/database.ts';
+import { publicFileUrl } from '../media/media.ts';
+import type { Channel } from '../sending/channel.ts';
+import type { JobQueue } from '../sending/queue.ts';
+import type { Clock } from '../time.ts';
+import { checkCallingHours } from './calling-hours.ts';
+import { dropCowboyAdapter } from './drop-cowboy.ts';
+import { type DropAudioType, dropAudioType, type VoicemailAdapter, type VoicemailProvider } from './providers.ts';
+import { sandboxAdapter, startSandboxReports } from './sandbox.ts';
+import { slybroadcastAdapter, slybroadcastCallbackToken } from './slybroadcast.ts';
+
+export interface VoicemailDeps {
+  database: DatabaseHandle;
+  config: Config;
+  queue: JobQueue;
+  clock: Clock;
+  log: FastifyBaseLogger;
+}
+
+/** What every delivery of one drop shares: its provider and its audio, or why none can go out. */
+export type PreparedDrop =
+  | { ok: true; adapter: VoicemailAdapter; callerId: string; audioUrl: string; audioType: DropAudioType }
+  | { ok: false; reason: string };
+
+export interface VoicemailSending {
+  channel: Channel<'voicemail_drop', PreparedDrop>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The voicemail channel of the sending engine: each delivery goes to the adapter of its drop's
+ * provider, inside calling hours only — outside them the delivery is held until the window
+ * opens (the engine asks for delivery work at that time). Started in worker processes.
+ */
+export async function startVoicemailSending(deps: VoicemailDeps): Promise<VoicemailSending> {
+  const { config, clock, log } = deps;
+  const { db } = deps.database;
+  const adapters = new Map<VoicemailProvider, VoicemailAdapter>();
+  let stopSandbox: (() => Promise<void>) | undefined;
+  if (config.sandboxVoicemail) {
+    stopSandbox = await startSandboxReports(deps.queue.boss, db, clock, log);
+    adapters.set('Sandbox', sandboxAdapter(config, deps.queue.boss, clock));
+  }
+  if (config.slybroadcast) {
+    const dispositionUrl = async () => `${config.publicUrl}/v3/webhooks/slybroadcast/${await slybroadcastCallbackToken(db)}`;
+    adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
+  }
+  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl));
+  if ((config.slybroadcast || config.dropCowboy) && !publiclyReachable(config.publicUrl)) {
+    log.warn(
+      { publicUrl: config.publicUrl },
+      'PUBLIC_URL does not look reachable from the internet: voicemail providers download the audio and post outcomes there',
+    );
+  }
+
+  const channel: Channel<'voicemail_drop', PreparedDrop> = {
+    async prepare(drop) {
+      const adapter = adapters.get(drop.provider as VoicemailProvider);
+      if (!adapter) return { ok: false, reason: `The provider ${drop.provider} is not configured on this server.` };
+      const media = await db
+        .selectFrom('media')
+        .select(['token', 'file_name', 'mime_type', 'deleted_at'])
+        .where('id', '=', drop.media_id)
+        .where('user_id', '=', drop.user_id)
+        .executeTakeFirst();
+      // A deleted item's public URL no longer serves the file, so the provider could not fetch it.
+      if (!media || media.deleted_at) return { ok: false, reason: `The drop's audio (media ${drop.media_id}) was deleted.` };
+      const audioType = dropAudioType(media.mime_type);
+      if (!audioType) return { ok: false, reason: `The drop's audio is ${media.mime_type}; providers play WAV, MP3 and M4A only.` };
+      return { ok: true, adapter, callerId: drop.callback_number, audioUrl: publicFileUrl(config.publicUrl, media), audioType };
+    },
+
+    async deliver(prepared, delivery) {
+      if (!prepared.ok) return { kind: 'failed', error: prepared.reason };
+      const hours = checkCallingHours(delivery.address, delivery.time_zone, clock());
+      if (!hours.allowed) return { kind: 'held', until: hours.until, reason: hours.reason };
+      const result = await prepared.adapter.submit({
+        deliveryId: Number(delivery.id),
+        phone: delivery.address,
+        callerId: prepared.callerId,
+        audioUrl: prepared.audioUrl,
+        audioType: prepared.audioType,
+      });
+      if (result.ok) return { kind: 'sent', ...(result.reference ? { providerMessageId: result.reference } : {}) };
+      return result.retryable ? { kind: 'deferred', error: result.reason } : { kind: 'failed', error: result.reason };
+    },
+  };
+
+  return {
+    channel,
+    async stop() {
+      await stopSandbox?.();
+    },
+  };
+}
+
+/** False for localhost, loopback and private addresses, which no provider can reach. */
+function publiclyReachable(publicUrl: string): boolean {
+  const host = new URL(publicUrl).hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.local')) return false;
+  if (!isIP(host)) return true;
+  return !/^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|169\.254\.|0\.|::1$|f[cd]|fe80:)/i.test(host);
+}

@@ -1,0 +1,119 @@
+import type { FastifyReply } from 'fastify';
+import { Type } from 'typebox';
+import type { App, AppContext } from '../app.ts';
+import { Id } from '../http/schemas.ts';
+import { createApiKey, findLiveApiKey, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
+import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
+import { graceEndsAt, type WebSession } from './sessions.ts';
+
+const INTEGRATIONS = '/account/settings/integrations';
+const KEY_NAME_MAX_LENGTH = 255;
+/** Notices a redirect may ask for by name: the page never echoes text from the URL. */
+const NOTICES = { revoked: 'The key was revoked. Programs using it are refused from their next request on.' } as const;
+
+/**
+ * `/account/settings`: the signed-in user's own account. Every query is scoped to the session's
+ * user, whatever their role: a Team Administrator manages teammates' keys through the API, and
+ * sees only their own here.
+ */
+export async function accountSettingsRoutes(web: App, { database: { db }, config }: AppContext): Promise<void> {
+  const sharedData = (session: WebSession, tab: 'profile' | 'integrations') => {
+    const graceEnd = graceEndsAt(session.user, config);
+    return { session, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
+  };
+
+  async function sendIntegrations(
+    reply: FastifyReply,
+    session: WebSession,
+    extra: { newKey?: { name: string; key: string }; nameError?: string; notice?: string; name?: string } = {},
+    status = 200,
+  ) {
+    const rows = await db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('user_id', '=', session.user.id)
+      .where('revoked_at', 'is', null)
+      .orderBy('id')
+      .execute();
+    const keys = rows.map((row) => ({
+      ...toApiKey(row),
+      created: formatForUser(row.created_at, session.user.time_zone),
+      lastUsed: formatForUser(row.last_used_at, session.user.time_zone),
+    }));
+    return sendPage(
+      reply,
+      'settings-integrations',
+      { title: 'Integrations', ...sharedData(session, 'integrations'), keys, ...extra },
+      status,
+    );
+  }
+
+  web.get('/account/settings', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    const session = request.webSession;
+    if (!session) return reply.redirect('/login', 303);
+    return sendPage(reply, 'settings-profile', { title: 'Profile', ...sharedData(session, 'profile'), user: session.user });
+  });
+
+  web.get(
+    INTEGRATIONS,
+    { schema: { ...PAGE_SCHEMA, querystring: Type.Object({ notice: Type.Optional(Type.String()) }) } },
+    async (request, reply) => {
+      const session = request.webSession;
+      if (!session) return reply.redirect('/login', 303);
+      const notice = NOTICES[request.query.notice as keyof typeof NOTICES];
+      return sendIntegrations(reply, session, { notice });
+    },
+  );
+
+  // The new key is rendered in this response and nowhere else: no redirect, so it is never stored.
+  web.post(`${INTEGRATIONS}/api-keys`, { schema: PAGE_SCHEMA }, async (request, reply) => {
+    // A POST reaches a handler only with a session: the CSRF check in index.ts needs one.
+    const session = request.webSession as WebSession;
+    const graceEnd = graceEndsAt(session.user, config);
+    if (graceEnd) {
+      return sendMessage(
+        reply,
+        403,
+        {
+          title: 'Account cancelled',
+          text: 'A cancelled account cannot generate API keys.',
+          link: { href: INTEGRATIONS, label: 'Back to Integrations' },
+        },
+        session,
+      );
+    }
+    const raw = (request.body as Record<string, unknown> | undefined)?.name;
+    const name = typeof raw === 'string' ? raw.trim() : '';
+    if (!name || name.length > KEY_NAME_MAX_LENGTH) {
+      const nameError = name ? `The name must be at most ${KEY_NAME_MAX_LENGTH} characters.` : 'Give the key a name.';
+      return sendIntegrations(reply, session, { nameError, name }, 422);
+    }
+    const { key, row } = await createApiKey(db, session.user.id, name);
+    request.log.info({ userId: session.user.id, keyId: row.id }, 'API key generated from the web');
+    return sendIntegrations(reply, session, { newKey: { name, key } });
+  });
+
+  web.post(
+    `${INTEGRATIONS}/api-keys/:id/revoke`,
+    { schema: { ...PAGE_SCHEMA, params: Type.Object({ id: Id }) } },
+    async (request, reply) => {
+      const session = request.webSession as WebSession;
+      const key = await findLiveApiKey(db, request.params.id);
+      if (!key || key.user_id !== session.user.id) {
+        return sendMessage(
+          reply,
+          404,
+          {
+            title: 'No such key',
+            text: 'You have no live API key with that id.',
+            link: { href: INTEGRATIONS, label: 'Back to Integrations' },
+          },
+          session,
+        );
+      }
+      await revokeApiKey(db, key.id);
+      request.log.info({ userId: session.user.id, keyId: key.id }, 'API key revoked from the web');
+      return reply.redirect(`${INTEGRATIONS}?notice=revoked`, 303);
+    },
+  );
+}

@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
+import type { FastifyError } from 'fastify';
+import type { App, AppContext } from '../app.ts';
+import { HttpError } from '../http/problems.ts';
+import { accountSettingsRoutes } from './account-settings.ts';
+import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
+import { PAGE_SCHEMA, sendMessage } from './render.ts';
+import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
+import { signInRoutes } from './sign-in.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A web form posted before there is a session (sign-in): its CSRF token is checked against a cookie. */
+    signInForm?: boolean;
+  }
+  interface FastifyRequest {
+    /** The signed-in browser session of a web request, or null. */
+    webSession: WebSession | null;
+  }
+}
+
+const ASSETS = { 'app.css': 'text/css; charset=utf-8', 'copy.js': 'text/javascript; charset=utf-8' } as const;
+
+/**
+ * The web pages (sign-in and account settings). Everything registered here lives in this plugin's
+ * encapsulated scope: form bodies, cookies, security headers and HTML error pages apply to the
+ * pages only, so the JSON API keeps refusing form bodies (415) and /docs keeps its own CSP.
+ */
+export async function webPages(web: App, ctx: AppContext): Promise<void> {
+  const { database, config, clock } = ctx;
+
+  await web.register(cookie);
+  await web.register(formbody, { bodyLimit: 64 * 1024 });
+  await web.register(helmet, {
+    // Same-origin files only, no inline script or style: an injected tag has nothing to run.
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'none'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+      },
+    },
+  });
+  web.decorateRequest('webSession', null);
+
+  // preValidation runs once the form body is parsed: every POST must carry the right token before
+  // any handler sees it.
+  web.addHook('preValidation', async (request, reply) => {
+    if (request.routeOptions.url?.startsWith('/static/')) return;
+    request.webSession = await findSession(database.db, config, request.cookies[SESSION_COOKIE], clock());
+    if (request.method !== 'POST') return;
+    const submitted = (request.body as Record<string, unknown> | undefined)?.[CSRF_FIELD];
+    const expected = request.routeOptions.config.signInForm ? request.cookies[SIGN_IN_COOKIE] : request.webSession?.csrfToken;
+    if (tokensMatch(submitted, expected)) return;
+    request.log.info('web form refused: missing or wrong CSRF token');
+    return sendMessage(
+      reply,
+      403,
+      {
+        title: 'The form could not be accepted',
+        text: 'It came without its security token, from another site, or after your session ended. Reload the page and try again.',
+        link: { href: '/account/settings', label: 'Back to account settings' },
+      },
+      request.webSession,
+    );
+  });
+
+  web.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error instanceof HttpError ? error.status : (error.statusCode ?? 500);
+    if (status >= 500) request.log.error({ err: error }, 'page failed');
+    if (error instanceof HttpError) reply.headers(error.headers);
+    const text = status >= 500 ? `Something went wrong on our side (error id ${request.id}).` : error.message;
+    return sendMessage(reply, status, { title: status >= 500 ? 'Server error' : 'Request refused', text }, request.webSession);
+  });
+
+  for (const [name, type] of Object.entries(ASSETS)) {
+    const body = readFileSync(join(import.meta.dirname, 'static', name));
+    web.get(`/static/${name}`, { schema: PAGE_SCHEMA }, async (_request, reply) =>
+      reply.type(type).header('Cache-Control', 'public, max-age=300').send(body),
+    );
+  }
+
+  await signInRoutes(web, ctx);
+  await accountSettingsRoutes(web, ctx);
+}

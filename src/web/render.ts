@@ -1,0 +1,54 @@
+import { join } from 'node:path';
+import { Eta } from 'eta';
+import type { FastifyReply } from 'fastify';
+import { fullName } from '../identity/users.ts';
+import type { WebSession } from './sessions.ts';
+
+/**
+ * Server-rendered pages: Eta templates in ./views, every `<%= %>` HTML-escaped. Pages are never
+ * cached anywhere (they show keys, CSRF tokens and account state).
+ */
+const eta = new Eta({ views: join(import.meta.dirname, 'views'), cache: true, autoEscape: true });
+
+/** Pages are not part of the API: their routes stay out of the OpenAPI document. */
+export const PAGE_SCHEMA = { hide: true } as const;
+
+export interface PageData {
+  title: string;
+  session?: WebSession | null;
+  [name: string]: unknown;
+}
+
+export function sendPage(reply: FastifyReply, view: string, data: PageData, status = 200): FastifyReply {
+  const session = data.session ?? null;
+  const html = eta.render(view, {
+    ...data,
+    session,
+    userName: session ? fullName(session.user) : '',
+    csrfToken: session?.csrfToken ?? '',
+  });
+  return reply.code(status).header('Cache-Control', 'no-store').type('text/html; charset=utf-8').send(html);
+}
+
+/** A page that only says what happened and where to go next (errors, expired forms). */
+export function sendMessage(
+  reply: FastifyReply,
+  status: number,
+  message: { title: string; text: string; link?: { href: string; label: string } },
+  session: WebSession | null = null,
+): FastifyReply {
+  return sendPage(reply, 'message', { ...message, session }, status);
+}
+
+const DATE_PARTS = { year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short' } as const;
+
+/** `Jul 12, 2026, 4:56 PM UTC`, in the user's own time zone when they have one. */
+export function formatForUser(date: Date | null, timeZone: string | null): string {
+  if (!date) return '';
+  try {
+    return new Intl.DateTimeFormat('en-US', { ...DATE_PARTS, timeZone: timeZone ?? 'UTC' }).format(date);
+  } catch {
+    // A zone the runtime no longer knows: UTC rather than no date at all.
+    return new Intl.DateTimeFormat('en-US', { ...DATE_PARTS, timeZone: 'UTC' }).format(date);
+  }
+}

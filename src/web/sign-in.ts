@@ -1,0 +1,88 @@
+import type { CookieSerializeOptions } from '@fastify/cookie';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sql } from 'kysely';
+import type { App, AppContext } from '../app.ts';
+import { PASSWORD_MAX_LENGTH, verifyPassword } from '../identity/passwords.ts';
+import { newSignInToken, SIGN_IN_COOKIE } from './csrf.ts';
+import { formatForUser, PAGE_SCHEMA, sendPage } from './render.ts';
+import { endSession, graceEndsAt, SESSION_COOKIE, startSession } from './sessions.ts';
+import { clearAccountFailures, recordSignInFailure, signInWaitSeconds } from './sign-in-throttle.ts';
+
+/** Unknown email, wrong password, no password set: one answer, so the form reveals no accounts. */
+export const SIGN_IN_FAILED = 'The email or password is incorrect.';
+
+const COOKIE: CookieSerializeOptions = { path: '/', httpOnly: true, secure: true, sameSite: 'lax' };
+const SIGN_IN_TOKEN = /^[\w-]{43}$/;
+
+function formText(body: unknown, name: string): string {
+  const value = (body as Record<string, unknown> | undefined)?.[name];
+  return typeof value === 'string' ? value : '';
+}
+
+/** The form, with a sign-in CSRF token in a cookie and a hidden field (kept if the browser has one, so two tabs both work). */
+function sendSignInForm(request: FastifyRequest, reply: FastifyReply, form: { email?: string; error?: string }, status = 200) {
+  const existing = request.cookies[SIGN_IN_COOKIE];
+  const token = existing && SIGN_IN_TOKEN.test(existing) ? existing : newSignInToken();
+  reply.setCookie(SIGN_IN_COOKIE, token, { ...COOKIE, maxAge: 3600 });
+  return sendPage(reply, 'sign-in', { title: 'Sign in', email: form.email ?? '', error: form.error, signInToken: token }, status);
+}
+
+/** `/login` and `/logout`: open to anyone; both POSTs carry a CSRF token (checked in index.ts). */
+export async function signInRoutes(web: App, { database: { db }, config, clock }: AppContext): Promise<void> {
+  web.get('/login', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    if (request.webSession) return reply.redirect('/account/settings', 303);
+    return sendSignInForm(request, reply, {});
+  });
+
+  web.post('/login', { schema: PAGE_SCHEMA, config: { signInForm: true } }, async (request, reply) => {
+    const email = formText(request.body, 'email').trim().slice(0, 254);
+    const password = formText(request.body, 'password');
+    if (!email || !password) return sendSignInForm(request, reply, { email, error: 'Enter your email and your password.' }, 422);
+
+    const now = clock();
+    const waitSeconds = await signInWaitSeconds(db, email, request.ip, now);
+    if (waitSeconds > 0) {
+      request.log.warn('sign-in refused: too many failed attempts');
+      reply.header('Retry-After', String(waitSeconds));
+      const minutes = Math.ceil(waitSeconds / 60);
+      const error = `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
+      return sendSignInForm(request, reply, { email, error }, 429);
+    }
+
+    const user = await db
+      .selectFrom('users')
+      .select(['id', 'password_hash', 'status', 'cancelled_at'])
+      .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    // An over-long password is checked against nothing, in the same time as any other failure.
+    const usable = password.length <= PASSWORD_MAX_LENGTH;
+    const matches = (await verifyPassword(usable ? password : '', usable ? user?.password_hash : null)) && user !== undefined;
+    if (!matches || !user) {
+      await recordSignInFailure(db, email, request.ip, now);
+      // The email typed is not logged: people type their password into it by mistake.
+      request.log.info('sign-in failed');
+      return sendSignInForm(request, reply, { email, error: SIGN_IN_FAILED }, 422);
+    }
+
+    const graceEnd = graceEndsAt(user, config);
+    if (graceEnd && now >= graceEnd) {
+      request.log.info({ userId: user.id }, 'sign-in refused: account closed');
+      const error = `This account was cancelled and its grace period ended on ${formatForUser(graceEnd, null)}; it can no longer sign in.`;
+      return sendSignInForm(request, reply, { email, error }, 403);
+    }
+
+    await clearAccountFailures(db, email);
+    const session = await startSession(db, user.id, now);
+    request.log.info({ userId: user.id }, 'signed in');
+    return reply
+      .setCookie(SESSION_COOKIE, session.token, { ...COOKIE, expires: session.expiresAt })
+      .clearCookie(SIGN_IN_COOKIE, COOKIE)
+      .redirect('/account/settings', 303);
+  });
+
+  web.post('/logout', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    if (request.webSession) await endSession(db, request.webSession.id);
+    return reply.clearCookie(SESSION_COOKIE, COOKIE).redirect('/login', 303);
+  });
+}

@@ -1,0 +1,188 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { SmtpPool } from '../../src/sending/email/smtp-pool.ts';
+import {
+  audience,
+  createEmail,
+  deliveriesOf,
+  handedOver,
+  readEmail,
+  reasonOf,
+  type SendingApp,
+  startSendingApp,
+  toTag,
+  waitForStatus,
+} from './support/sending-app.ts';
+import { startSmtpSink } from './support/smtp-sink.ts';
+import { waitFor } from './support/wait.ts';
+
+/**
+ * What the SMTP server answers decides a delivery's fate: 4xx is retried (counted as deferred),
+ * 5xx for an address bounces it and retires the contact, a slow server can be cancelled under.
+ * One SMTP connection and 200 ms retries, so each case is quick and the order of events is plain.
+ */
+describe('sending engine: SMTP replies, retries and cancel', () => {
+  let s: SendingApp;
+  before(async () => {
+    s = await startSendingApp({ SMTP_MAX_CONNECTIONS: '1', SEND_RETRY_BASE: '200ms' });
+  });
+  after(() => s.close());
+
+  test('421 (temporarily unavailable) then recovery: delivered after retries, each refusal counted as deferred', async () => {
+    const people = await audience(s, 2);
+    let refusals = 3;
+    s.sink.behave({ mailFrom: () => (refusals-- > 0 ? { code: 421, message: 'Try again later' } : undefined) });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      const sent = await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      assert.equal(sent.status, 'Sent');
+      assert.equal(sent.reporting.deferred, 3, 'every 421 is one deferral');
+      assert.equal(sent.reporting.sent, 2);
+      assert.equal(handedOver(sent.reporting), 2);
+      for (const contact of people.contacts) assert.equal(s.sink.to(contact.email).length, 1);
+      const deliveries = await deliveriesOf(s, email.id);
+      assert.equal(
+        deliveries.reduce((n, d) => n + d.attempts, 0),
+        2 + 3,
+        'one attempt per refusal on top of the successful ones',
+      );
+      assert.ok(deliveries.every((d) => d.state === 'sent' && d.last_error === null));
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
+  test('550 for one address: that delivery bounces and its contact becomes Inactive - Hard Bounce; the others go out', async () => {
+    const people = await audience(s, 3);
+    const rejected = people.contacts[1]!;
+    s.sink.behave({ recipient: (address) => (address === rejected.email ? { code: 550, message: '5.1.1 No such user' } : undefined) });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      const sent = await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      assert.equal(sent.status, 'Sent');
+      assert.deepEqual(
+        {
+          sent: sent.reporting.sent,
+          failed: sent.reporting.failed,
+          bounce: sent.reporting.bounce,
+          hard_bounce: sent.reporting.hard_bounce,
+        },
+        { sent: 2, failed: 1, bounce: 1, hard_bounce: 1 },
+      );
+      assert.equal(handedOver(sent.reporting), 3);
+      const deliveries = await deliveriesOf(s, email.id);
+      const bounced = deliveries.find((d) => d.contact_id === rejected.id)!;
+      assert.equal(bounced.state, 'bounced');
+      assert.match(bounced.last_error ?? '', /No such user/);
+      assert.equal(bounced.attempts, 1, 'a permanent refusal is not retried');
+      assert.equal((await s.api.get(`/v3/contacts/${rejected.id}`)).body.status, 'Inactive - Hard Bounce');
+      assert.equal((await s.api.get(`/v3/contacts/${people.contacts[0]!.id}`)).body.status, 'Subscribed');
+      assert.equal(s.sink.to(rejected.email).length, 0);
+      assert.equal(s.sink.to(people.contacts[2]!.email).length, 1);
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
+  test('every address refused: Failed, "Every delivery failed."', async () => {
+    const people = await audience(s, 2);
+    s.sink.behave({ recipient: () => ({ code: 554, message: 'Transaction failed' }) });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      const failed = await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      assert.equal(failed.status, 'Failed');
+      assert.equal(await reasonOf(s, email.id), 'Every delivery failed.');
+      assert.equal(failed.reporting.failed, 2);
+      assert.equal(handedOver(failed.reporting), 2);
+      // 554 is no statement about the address: the contacts stay as they were.
+      assert.equal((await s.api.get(`/v3/contacts/${people.contacts[0]!.id}`)).body.status, 'Subscribed');
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
+  test('cancel while Sending on a slow server: nothing more goes out, the message stays Cancelled', async () => {
+    const people = await audience(s, 30);
+    s.sink.behave({ delayMs: 100 });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      const ours = () => s.sink.messages.filter((m) => m.messageId.startsWith(`<templated_email-${email.id}.`)).length;
+      await waitFor('a few emails to go out', () => ours() >= 5);
+      const cancelled = await s.api.put(`/v3/templated_emails/${email.id}`, { status: 'Cancelled' });
+      assert.equal(cancelled.status, 200, cancelled.raw);
+      const atCancel = ours();
+
+      // Settled: no delivery is being sent any more.
+      const deliveries = await waitFor('the deliveries to settle', async () => {
+        const rows = await deliveriesOf(s, email.id);
+        return rows.every((d) => d.state === 'sent' || d.state === 'cancelled') && rows;
+      });
+      const sentRows = deliveries.filter((d) => d.state === 'sent');
+      // What the one connection had in hand, and what started before the engine saw the cancel
+      // (it looks every 250 ms; a message takes 100 ms): at most a few.
+      assert.ok(ours() - atCancel <= 5, `${ours() - atCancel} emails went out after the cancel`);
+      assert.ok(sentRows.length < 30, 'the send stopped');
+      assert.equal(ours(), sentRows.length, 'every email that went out is recorded as sent');
+      const message = await readEmail(s, email.id);
+      assert.equal(message.status, 'Cancelled');
+      assert.equal(message.reporting.sent, sentRows.length);
+      assert.equal(deliveries.length - sentRows.length, deliveries.filter((d) => d.state === 'cancelled').length);
+    } finally {
+      s.sink.behave({});
+    }
+  });
+});
+
+describe('SMTP pool', () => {
+  test('a connection the server closed while idle is replaced: the next message goes out', async () => {
+    const sink = await startSmtpSink();
+    const pool = new SmtpPool({
+      url: sink.url,
+      maxConnections: 1,
+      rateLimit: 0,
+      connectionTimeout: 2000,
+      greetingTimeout: 2000,
+      socketTimeout: 5000,
+    });
+    try {
+      const raw = (n: number) =>
+        `From: a@example.test\r\nTo: b@example.test\r\nMessage-ID: <pool-${n}@example.test>\r\nSubject: ${n}\r\n\r\nHello\r\n`;
+      await pool.send({ from: 'a@example.test', to: ['b@example.test'] }, raw(1));
+      await sink.closeConnections();
+      await pool.send({ from: 'a@example.test', to: ['b@example.test'] }, raw(2));
+      assert.deepEqual(
+        sink.messages.map((m) => m.messageId),
+        ['<pool-1@example.test>', '<pool-2@example.test>'],
+      );
+    } finally {
+      pool.close();
+      await sink.close();
+    }
+  });
+
+  test('at most SMTP_RATE_LIMIT messages start per second', async () => {
+    const sink = await startSmtpSink();
+    const pool = new SmtpPool({
+      url: sink.url,
+      maxConnections: 3,
+      rateLimit: 5,
+      connectionTimeout: 2000,
+      greetingTimeout: 2000,
+      socketTimeout: 5000,
+    });
+    try {
+      const started = Date.now();
+      await Promise.all(
+        Array.from({ length: 11 }, (_, n) =>
+          pool.send({ from: 'a@example.test', to: ['b@example.test'] }, `Message-ID: <rate-${n}@example.test>\r\n\r\nHello\r\n`),
+        ),
+      );
+      // 5 in the first second, 5 in the second, the 11th in the third.
+      assert.ok(Date.now() - started >= 2000, `11 messages at 5 a second took ${Date.now() - started} ms`);
+      assert.equal(sink.messages.length, 11);
+    } finally {
+      pool.close();
+      await sink.close();
+    }
+  });
+});

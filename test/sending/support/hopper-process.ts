@@ -1,0 +1,79 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { waitFor } from './wait.ts';
+
+/**
+ * `node src/main.ts` as a child process (the Node running the tests, so Node 24), with its own
+ * environment only: nothing of the test process's DATABASE_URL leaks in unless passed.
+ */
+const MAIN = join(import.meta.dirname, '..', '..', '..', 'src', 'main.ts');
+
+export interface HopperProcess {
+  readonly child: ChildProcess;
+  /** Everything it printed so far (JSON log lines and the like). */
+  output(): string;
+  readonly exited: Promise<number | null>;
+  /** Resolves once the sending engine has started (its log line). */
+  ready(timeoutMs?: number): Promise<void>;
+  /** The log lines (parsed) whose `msg` is `message`. */
+  logs(message: string): Record<string, unknown>[];
+}
+
+export function startHopper(env: Record<string, string>): HopperProcess {
+  const { DATABASE_URL: _url, DATABASE_SCHEMA: _schema, ...inherited } = process.env;
+  const child = spawn(process.execPath, [MAIN], { env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  let code: number | null | undefined;
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (exitCode) => {
+      code = exitCode;
+      resolve(exitCode);
+    }),
+  );
+  return {
+    child,
+    output: () => output,
+    exited,
+    async ready(timeoutMs = 30_000) {
+      await waitFor(
+        'the worker to start',
+        () => {
+          if (code !== undefined) throw new Error(`it exited (${code}):\n${output}`);
+          return output.includes('sending engine started');
+        },
+        { timeoutMs },
+      );
+    },
+    logs(message) {
+      const entries: Record<string, unknown>[] = [];
+      for (const line of output.split('\n')) {
+        if (!line.startsWith('{') || !line.endsWith('}')) continue;
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        if (entry.msg === message) entries.push(entry);
+      }
+      return entries;
+    },
+  };
+}
+
+/** Kills the process with `signal` and waits until it is gone. */
+export async function stopHopper(process: HopperProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  if (process.child.exitCode === null && process.child.signalCode === null) process.child.kill(signal);
+  return process.exited;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

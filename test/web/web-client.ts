@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import type { App } from '../../src/app.ts';
+import { asKey } from '../support/client.ts';
+import type { TestApp } from '../support/test-app.ts';
+
+export interface Page {
+  status: number;
+  headers: Record<string, string | string[] | number | undefined>;
+  html: string;
+  location: string | undefined;
+}
+
+/**
+ * A browser stand-in over `app.inject`: keeps cookies between requests, posts forms as
+ * application/x-www-form-urlencoded, and reads the hidden CSRF field of the last page.
+ */
+export function browser(app: App, remoteAddress = '127.0.0.1') {
+  const jar = new Map<string, string>();
+  let lastHtml = '';
+
+  async function request(method: 'GET' | 'POST', url: string, form?: Record<string, string>): Promise<Page> {
+    const cookie = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
+    const response = await app.inject({
+      method,
+      url,
+      remoteAddress,
+      headers: {
+        ...(cookie ? { cookie } : {}),
+        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
+      payload: form ? new URLSearchParams(form).toString() : undefined,
+    });
+    for (const set of response.cookies as { name: string; value: string; expires?: Date; maxAge?: number }[]) {
+      const expired = set.value === '' || set.maxAge === 0 || (set.expires !== undefined && set.expires.getTime() <= Date.now());
+      if (expired) jar.delete(set.name);
+      else jar.set(set.name, set.value);
+    }
+    lastHtml = response.body;
+    const location = response.headers.location;
+    return { status: response.statusCode, headers: response.headers, html: response.body, location: location as string | undefined };
+  }
+
+  return {
+    jar,
+    get: (url: string) => request('GET', url),
+    /** Posts a form; `_csrf` is taken from the last page unless the form sets it (or sets it to '' to leave it out). */
+    post(url: string, form: Record<string, string> = {}) {
+      const token = csrfToken(lastHtml);
+      const fields = { ...(token ? { _csrf: token } : {}), ...form };
+      if (fields._csrf === '') delete (fields as Record<string, string>)._csrf;
+      return request('POST', url, fields);
+    },
+    async signIn(email: string, password: string): Promise<Page> {
+      await request('GET', '/login');
+      return this.post('/login', { email, password });
+    },
+  };
+}
+
+export function csrfToken(html: string): string | undefined {
+  return /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
+}
+
+/** The text of the page's alert, if any. */
+export function alertText(html: string): string | undefined {
+  return /class="alert[^"]*"[^>]*>([\s\S]*?)<\/(p|div)>/
+    .exec(html)?.[1]
+    ?.replace(/<[^>]+>/g, '')
+    .trim();
+}
+
+/** Sets a user's password through the API, as an Administrator would. */
+export async function setPassword(t: TestApp, userId: number, password: string): Promise<void> {
+  const reply = await asKey(t.app, t.adminKey).put(`/v3/users/${userId}`, { password });
+  assert.equal(reply.status, 200, reply.raw);
+}
