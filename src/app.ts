@@ -15,7 +15,7 @@ import type { Config } from './config.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import { authenticate } from './http/authenticate.ts';
 import { registerOpenApi } from './http/openapi.ts';
-import { HttpError, problemBody } from './http/problems.ts';
+import { HttpError, problemBody, validationError } from './http/problems.ts';
 import { registerRoutes } from './http/routes/index.ts';
 import { toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
@@ -124,6 +124,13 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
     const route = request.routeOptions;
     if (!route.url?.startsWith('/v3/') || route.config.public) return;
     request.principal = await authenticate(request, ctx.database.db, config, ctx.clock);
+  });
+
+  // Path ids are digits only: the validator would read "1e3" or " 7" as numbers.
+  app.addHook('preValidation', async (request) => {
+    const params = (request.params ?? {}) as Record<string, string>;
+    const bad = Object.keys(params).filter((name) => (name === 'id' || name.endsWith('_id')) && !/^\d{1,16}$/.test(params[name] ?? ''));
+    if (bad.length > 0) throw validationError(Object.fromEntries(bad.map((name) => [name, ['must be a positive integer']])));
   });
 
   // Every route is also put in a method-blind router, so an unknown method on a known path is a 405.

@@ -94,6 +94,17 @@ describe('access to contacts, tags and signatures', () => {
     });
   }
 
+  test('every route is in the OpenAPI document with its error responses', async () => {
+    const doc = (await asKey(t.app, undefined).get('/v3/openapi.json')).body;
+    for (const path of ['contacts', 'tags', 'signatures']) {
+      assert.deepEqual(Object.keys(doc.paths[`/v3/users/{user_id}/${path}`]).sort(), ['get', 'post']);
+      assert.deepEqual(Object.keys(doc.paths[`/v3/${path}/{id}`]).sort(), ['delete', 'get', 'put']);
+      assert.ok(doc.paths[`/v3/${path}/{id}`].put.responses['403'], `${path}: 403 documented`);
+    }
+    assert.deepEqual(Object.keys(doc.paths['/v3/templated_messages']).sort(), ['get', 'post']);
+    assert.deepEqual(Object.keys(doc.paths['/v3/templated_messages/{id}']).sort(), ['delete', 'get', 'put']);
+  });
+
   test('a cancelled account in its grace period reads and deletes, but writes nothing', async () => {
     const leaving = await createUser(t, 'User', null);
     const client = asKey(t.app, leaving.key);

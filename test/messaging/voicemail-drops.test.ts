@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { upload, wavFile } from '../media/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { assertShape } from '../support/shapes.ts';
@@ -176,7 +177,8 @@ describe('voicemail drops', () => {
     const image = await imageMedia(t, owner);
     const gone = await audioMedia(t, owner);
     assert.equal((await client.delete(`/v3/media/${gone.id}`)).status, 200);
-    for (const media_id of [theirs.id, image.id, gone.id, 987_654_321]) await refused({ media_id }, ['media_id']);
+    const short = await upload(t.app, t.adminKey, owner.id, 'short.wav', wavFile(5));
+    for (const media_id of [theirs.id, image.id, gone.id, short.id, 987_654_321]) await refused({ media_id }, ['media_id']);
     const imageReply = await refused({ media_id: image.id }, ['media_id']);
     assert.match(imageReply.body.errors.media_id[0], /audio/);
     await refused({ media_id: theirs.id }, ['media_id'], `/v3/voicemail_drops/${made.body.id}`, 'PUT');
