@@ -1,7 +1,7 @@
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import nodemailer from 'nodemailer';
@@ -289,6 +289,7 @@ async function main(): Promise<void> {
   console.log(
     `bench:send — ${CONTACTS} contacts, ${CONNECTIONS} SMTP connections per process, ${DATABASE_URL.replace(/\/\/[^@]*@/, '//')}`,
   );
+  console.log(`load average (1 min) at the start: ${loadavg()[0]!.toFixed(2)} on ${availableParallelism()} cores`);
   const sink = await startSink();
   const results: Record<string, RunResult> = {};
   try {
@@ -333,7 +334,8 @@ async function main(): Promise<void> {
       big <= Math.max(little * 1.2, little + 20),
     ]);
   }
-  console.log('');
+  // Other work on the machine skews every figure: say how busy it was.
+  console.log(`\nload average (1 min) at the end: ${loadavg()[0]!.toFixed(2)} on ${availableParallelism()} cores`);
   for (const [text, pass] of verdicts) console.log(`${pass ? 'PASS' : 'MISS'}  ${text}`);
 }
 

@@ -1,5 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
-import { type App, buildApp } from './app.ts';
+import type { App } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/database.ts';
 import { DatabaseInUseError } from './db/pglite-lock.ts';
@@ -41,6 +41,8 @@ async function main(): Promise<void> {
   }
   if (config.role === 'all' || config.role === 'api') {
     const tls = config.trustProxy ? undefined : await loadTls(config);
+    // Loaded only by processes that serve HTTP: a worker never pays for Fastify and the routes.
+    const { buildApp } = await import('./app.ts');
     app = await buildApp(config, { database, queue, logger, https: tls && { key: tls.key, cert: tls.cert } });
     await app.listen({ port: config.port, host: config.host });
     if (bootstrap.kind === 'first-start') printFirstStart(config.publicUrl, bootstrap, tls?.certFile);

@@ -13,7 +13,7 @@ import { COUNTERS, type Counter, type MessageKind } from '../messaging/reporting
 /** Deliveries still to be handed over: the message is not finished while any remain. */
 export const PENDING_STATES: readonly DeliveryState[] = ['queued', 'sending', 'deferred', 'held'];
 /** Counter rows per message: concurrent writers mostly hit different rows. */
-const COUNTER_SHARDS = 16;
+export const COUNTER_SHARDS = 16;
 
 export interface ResolvableMessage {
   kind: MessageKind;
@@ -167,9 +167,11 @@ export interface SentDelivery extends Claim {
 /**
  * Records many deliveries as handed over (`sending` → `sent`, counted as `sent`) in one statement:
  * the sending engine's hot path, one round trip per few dozen messages instead of one each. Only
- * claims still current move (see Claim); returns how many did.
+ * claims still current move (see Claim); returns how many did. The count goes to one counter
+ * shard, the caller's: concurrent recorders that each keep to their own shard never wait for one
+ * another's row locks.
  */
-export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Date): Promise<number> {
+export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Date, shard = 0): Promise<number> {
   if (sent.length === 0) return 0;
   const result = await sql<{ moved: string }>`
     WITH handed AS (
@@ -183,10 +185,9 @@ export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Dat
       WHERE d.id = handed.id AND d.state = 'sending' AND d.attempts = handed.attempts
       RETURNING d.id, d.user_id, d.message_kind, d.message_id
     ), counted AS (
-      -- Shards in order, so concurrent writers take the counter rows' locks in the same order.
       INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent)
-      SELECT message_kind, message_id, (id % ${COUNTER_SHARDS})::smallint AS shard, min(user_id), count(*)::integer
-      FROM moved GROUP BY message_kind, message_id, shard ORDER BY message_kind, message_id, shard
+      SELECT message_kind, message_id, ${shard % COUNTER_SHARDS}::smallint, min(user_id), count(*)::integer
+      FROM moved GROUP BY message_kind, message_id ORDER BY message_kind, message_id
       ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET sent = message_counters.sent + excluded.sent
     )
     SELECT count(*) AS moved FROM moved`.execute(db);

@@ -75,7 +75,7 @@ export async function openJobQueue(database: DatabaseHandle, config: Config): Pr
       // message would stall until the next sweep. Keyed by the exact time, only true repeats fold.
       const key = startAfter ? `${job.kind}:${job.id}@${startAfter.getTime()}` : `${job.kind}:${job.id}`;
       await boss.send(QUEUES.deliver, job, {
-        ...(startAfter ? { startAfter, singletonKey: key, singletonSeconds: 60 } : {}),
+        ...(startAfter ? { startAfter, singletonKey: key, singletonSeconds: 3600 } : {}),
         ...(coalesce ? { singletonKey: key, singletonSeconds: 5 } : {}),
       });
     },

@@ -7,6 +7,7 @@ import type { Channel, DeliveryOutcome } from './channel.ts';
 import {
   type Claim,
   type ClaimedDelivery,
+  COUNTER_SHARDS,
   recordSent,
   releaseClaims,
   renewLeases,
@@ -188,6 +189,8 @@ class SentRecorder {
   readonly #clock: Clock;
   readonly #every: number;
   readonly #recorded: (ids: number[]) => void;
+  /** This recorder's counter shard (see recordSent). */
+  readonly #shard = Math.floor(Math.random() * COUNTER_SHARDS);
   #buffer: SentDelivery[] = [];
   #inFlight = 0;
   #flushing: Promise<void> | undefined;
@@ -224,7 +227,7 @@ class SentRecorder {
     const taken = this.#buffer;
     this.#buffer = [];
     this.#inFlight = taken.length;
-    this.#flushing = recordSent(this.#db, taken, this.#clock())
+    this.#flushing = recordSent(this.#db, taken, this.#clock(), this.#shard)
       .then(
         () => this.#recorded(taken.map((s) => s.id)),
         (error: unknown) => {

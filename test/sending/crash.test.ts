@@ -217,6 +217,48 @@ describe('crash safety: a worker killed mid-send', () => {
   });
 });
 
+describe('graceful stop', () => {
+  test('PostgreSQL: SIGTERM mid-send gives the claims back at once; the next worker sends the rest, nothing twice', async (t) => {
+    if (!usingPostgres) return t.skip('needs PostgreSQL: set DATABASE_URL (CI runs the suite on both databases)');
+    const recipients = 1000;
+    const dataDir = await mkdtemp(join(tmpdir(), 'hopper-stop-'));
+    const sink = await startSmtpSink();
+    const setup = await setUp(testConfigEnv(dataDir, { SMTP_URL: sink.url }), recipients);
+    // A long lease: only a claim given back, not one run out, lets the next worker go on at once.
+    const workerEnv = { ...setup.env, ROLE: 'worker', DATABASE_URL: process.env.DATABASE_URL!, ...WORKER_ENV, SEND_LEASE: '10m' };
+    const workers: HopperProcess[] = [];
+    try {
+      workers.push(startHopper(workerEnv));
+      await workers[0]!.ready();
+      await setup.schedule();
+      await waitFor('a third of the emails to go out', () => ours(sink, setup.messageId).length >= recipients / 3);
+      assert.equal(await stopHopper(workers[0]!, 'SIGTERM'), 0, 'it exits cleanly');
+      assert.ok(ours(sink, setup.messageId).length < recipients, 'stopped before the end');
+      assert.equal((await claimsHeld(setup.database, setup.messageId)).size, 0, 'no claim left behind');
+
+      workers.push(startHopper(workerEnv));
+      await workers[1]!.ready();
+      await waitFor('the message to be Sent', async () => {
+        const row = await setup.database.db
+          .selectFrom('templated_emails')
+          .select('status')
+          .where('id', '=', setup.messageId)
+          .executeTakeFirst();
+        return row?.status === 'Sent';
+      });
+      await assertSentOnce(setup.database, sink, setup.messageId, recipients, new Set());
+      assert.equal(ours(sink, setup.messageId).length, recipients, 'no email twice');
+    } finally {
+      await Promise.all(workers.map((w) => stopHopper(w)));
+      await setup.release();
+      await dropSchemas(setup.database, setup.env.DATABASE_SCHEMA!);
+      await setup.database.close();
+      await sink.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('two workers share one send', () => {
   test('PostgreSQL: two worker processes, one message to 4,000 contacts: both send, nobody twice', async (t) => {
     if (!usingPostgres) return t.skip('needs PostgreSQL: set DATABASE_URL (CI runs the suite on both databases)');
