@@ -17,7 +17,9 @@ export type DeliveryOutcome =
    */
   | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: ContactStatus }
   /** Not allowed yet (calling hours): tried again at `until`, not counted. */
-  | { kind: 'held'; until: Date; reason: string };
+  | { kind: 'held'; until: Date; reason: string }
+  /** Not to be sent at all any more (the contact opted out meanwhile): not counted. */
+  | { kind: 'cancelled'; reason: string };
 
 export interface MessageRows {
   templated_email: TemplatedEmailRow;

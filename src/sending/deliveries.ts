@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
+import type { ContactStatus, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
 import { COUNTERS, type Counter, type MessageKind } from '../messaging/reporting.ts';
 
 /**
@@ -82,6 +82,8 @@ export interface ClaimedDelivery extends DeliveryRow {
   first_name: string | null;
   last_name: string | null;
   time_zone: string | null;
+  /** The contact's status now, not when the recipients were resolved: an opt-out wins over a pending retry. */
+  contact_status: ContactStatus;
 }
 
 /**
@@ -123,7 +125,7 @@ export async function claimDeliveries(db: Db, kind: MessageKind, messageId: numb
       WHERE d.id IN (SELECT id FROM fresh UNION ALL SELECT id FROM abandoned)
       RETURNING d.*
     )
-    SELECT claimed.*, c.first_name, c.last_name, c.time_zone
+    SELECT claimed.*, c.first_name, c.last_name, c.time_zone, c.status AS contact_status
     FROM claimed JOIN contacts c ON c.id = claimed.contact_id
     ORDER BY claimed.id`.execute(db);
   return result.rows;

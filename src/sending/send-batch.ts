@@ -94,7 +94,12 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
       if (end !== 'done' || ctx.stopping()) return;
       const delivery = waiting.shift();
       if (!delivery) return;
-      const outcome = await deliverSafely(ctx.channel, ctx.prepared, delivery);
+      // A contact who unsubscribed (or bounced, or complained) since the recipients were resolved
+      // is not contacted: the pending delivery is cancelled, uncounted.
+      const outcome: DeliveryOutcome =
+        delivery.contact_status === 'Subscribed'
+          ? await deliverSafely(ctx.channel, ctx.prepared, delivery)
+          : { kind: 'cancelled', reason: `the contact is ${delivery.contact_status} now` };
       if (outcome.kind === 'sent')
         recorder.add({ id: delivery.id, attempts: delivery.attempts, providerMessageId: outcome.providerMessageId ?? null });
       else {
@@ -133,6 +138,9 @@ async function recordOther(
   const now = ctx.clock();
   const claim = { id: delivery.id, attempts: delivery.attempts };
   switch (outcome.kind) {
+    case 'cancelled':
+      await transitionDelivery(db, claim, ['sending'], 'cancelled', { last_error: outcome.reason }, {}, now);
+      return;
     case 'held':
       await transitionDelivery(db, claim, ['sending'], 'held', { next_attempt_at: outcome.until, last_error: outcome.reason }, {}, now);
       return;

@@ -52,6 +52,33 @@ describe('sending engine: SMTP replies, retries and cancel', () => {
     }
   });
 
+  test('a contact who unsubscribes while their delivery waits for a retry is not emailed: the delivery is cancelled', async () => {
+    const people = await audience(s, 2);
+    const leaving = people.contacts[0]!;
+    // The leaving contact's address is refused (421) until they have unsubscribed.
+    let unsubscribed = false;
+    s.sink.behave({
+      recipient: (address) => (address === leaving.email && !unsubscribed ? { code: 421, message: 'Try again later' } : undefined),
+    });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      await waitFor('a deferral of the leaving contact', async () => (await readEmail(s, email.id)).reporting.deferred > 0);
+      const put = await s.api.put(`/v3/contacts/${leaving.id}`, { status: 'Unsubscribed' });
+      assert.equal(put.status, 200, put.raw);
+      unsubscribed = true;
+      const done = await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      assert.equal(done.status, 'Sent');
+      assert.equal(done.reporting.sent, 1, 'only the contact who stayed was emailed');
+      assert.equal(s.sink.to(leaving.email).length, 0, 'nothing reached the contact who left');
+      const deliveries = await deliveriesOf(s, email.id);
+      const cancelled = deliveries.find((d) => d.contact_id === leaving.id);
+      assert.equal(cancelled?.state, 'cancelled');
+      assert.match(String(cancelled?.last_error), /Unsubscribed/);
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
   test('550 for one address: that delivery bounces and its contact becomes Inactive - Hard Bounce; the others go out', async () => {
     const people = await audience(s, 3);
     const rejected = people.contacts[1]!;
