@@ -66,6 +66,18 @@ async function dropSchemas(database: DatabaseHandle, schema: string): Promise<vo
 const ours = (sink: SmtpSink, messageId: number) => sink.messages.filter((m) => m.messageId.startsWith(`<templated_email-${messageId}.`));
 
 /** The deliveries a dead worker held: claimed (`sending`), outcome not recorded. */
+/** Polls the message's status in the database until it is Sent (a minute at most). */
+async function untilSent(database: DatabaseHandle, messageId: number): Promise<void> {
+  await waitFor(
+    'the message to be Sent',
+    async () => {
+      const row = await database.db.selectFrom('templated_emails').select('status').where('id', '=', messageId).executeTakeFirst();
+      return row?.status === 'Sent';
+    },
+    { timeoutMs: 60_000 },
+  );
+}
+
 async function claimsHeld(database: DatabaseHandle, messageId: number): Promise<Set<number>> {
   const rows = await database.db
     .selectFrom('deliveries')
@@ -130,18 +142,7 @@ describe('crash safety: a worker killed mid-send', () => {
 
       workers.push(startHopper(workerEnv));
       await workers[1]!.ready();
-      await waitFor(
-        'the message to be Sent',
-        async () => {
-          const row = await setup.database.db
-            .selectFrom('templated_emails')
-            .select('status')
-            .where('id', '=', setup.messageId)
-            .executeTakeFirst();
-          return row?.status === 'Sent';
-        },
-        { timeoutMs: 60_000 },
-      );
+      await untilSent(setup.database, setup.messageId);
       const { duplicated } = await assertSentOnce(setup.database, sink, setup.messageId, RECIPIENTS, held);
       t.diagnostic(`claims the dead worker held: ${held.size}; sent twice: ${duplicated}`);
     } finally {
@@ -238,14 +239,7 @@ describe('graceful stop', () => {
 
       workers.push(startHopper(workerEnv));
       await workers[1]!.ready();
-      await waitFor('the message to be Sent', async () => {
-        const row = await setup.database.db
-          .selectFrom('templated_emails')
-          .select('status')
-          .where('id', '=', setup.messageId)
-          .executeTakeFirst();
-        return row?.status === 'Sent';
-      });
+      await untilSent(setup.database, setup.messageId);
       await assertSentOnce(setup.database, sink, setup.messageId, recipients, new Set());
       assert.equal(ours(sink, setup.messageId).length, recipients, 'no email twice');
     } finally {
@@ -271,18 +265,7 @@ describe('two workers share one send', () => {
     try {
       await Promise.all(workers.map((w) => w.ready()));
       await setup.schedule();
-      await waitFor(
-        'the message to be Sent',
-        async () => {
-          const row = await setup.database.db
-            .selectFrom('templated_emails')
-            .select('status')
-            .where('id', '=', setup.messageId)
-            .executeTakeFirst();
-          return row?.status === 'Sent';
-        },
-        { timeoutMs: 60_000 },
-      );
+      await untilSent(setup.database, setup.messageId);
       await assertSentOnce(setup.database, sink, setup.messageId, recipients, new Set());
       assert.equal(ours(sink, setup.messageId).length, recipients, 'no email twice');
       // Deliveries per worker, from their logs: each claimed a share, and the shares add up.
