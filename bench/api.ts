@@ -13,7 +13,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { createApiKey } from '../src/identity/api-keys.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
-import { COUNTERS } from '../src/messaging/reporting.ts';
+import { COUNTERS } from '../src/messages/reporting.ts';
 import { openJobQueue } from '../src/sending/queue.ts';
 import { formatTimestamp } from '../src/time.ts';
 import { loadTls } from '../src/tls.ts';
@@ -414,7 +414,7 @@ async function fetchInsecure(url: string, headers: Record<string, string>): Prom
 }
 
 async function explainSearch(db: Awaited<ReturnType<typeof openDatabase>>['db'], userId: number) {
-  const { selectDrops } = await import('../src/voicemail/voicemail-drops.ts');
+  const { selectDrops } = await import('../src/voicemail/drops.ts');
   const base = selectDrops(db)
     .where('msg.user_id', '=', userId)
     .where((eb: any) => eb.or([eb('msg.status', '=', 'Scheduled'), sql`msg.name ILIKE ${'%house%'}`]));

@@ -8,12 +8,12 @@ import nodemailer from 'nodemailer';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
 import type { TemplatedEmailRow } from '../src/db/schema.ts';
+import { emailChannel } from '../src/email/email-channel.ts';
+import { renderEmail } from '../src/email/render.ts';
+import { TrackingTokens } from '../src/email/tokens.ts';
+import type { OutgoingEmail } from '../src/email/transport.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
-import { emailChannel } from '../src/sending/email/email-channel.ts';
-import { renderEmail } from '../src/sending/email/render.ts';
-import { TrackingTokens } from '../src/sending/email/tokens.ts';
-import type { OutgoingEmail } from '../src/sending/email/transport.ts';
 import { openJobQueue } from '../src/sending/queue.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
 

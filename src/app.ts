@@ -1,44 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  type RawReplyDefaultExpression,
-  type RawRequestDefaultExpression,
-  type RawServerDefault,
-} from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { Config } from './config.ts';
+import type { AppContext } from './context.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import type { UserRow } from './db/schema.ts';
+import { DomainError, validationError } from './errors.ts';
 import { authenticate } from './http/authenticate.ts';
+import type { App } from './http/context.ts';
 import { registerOpenApi } from './http/openapi.ts';
-import { HttpError, problemBody, validationError } from './http/problems.ts';
+import { ownerHook } from './http/owner.ts';
+import { HttpError, problemBody } from './http/problems.ts';
 import { registerRoutes } from './http/routes/index.ts';
 import { toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { JobQueue } from './sending/queue.ts';
 import { type Clock, systemClock } from './time.ts';
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Reachable without an API key. */
-    public?: boolean;
-  }
-  interface FastifyRequest {
-    principal: Principal;
-  }
-}
-
-export interface AppContext {
-  readonly config: Config;
-  readonly database: DatabaseHandle;
-  readonly queue: JobQueue;
-  readonly clock: Clock;
-}
 
 export interface AppOptions {
   database: DatabaseHandle;
@@ -51,14 +30,6 @@ export interface AppOptions {
   /** Where log lines go when the logger is made here (tests capture them); stdout by default. */
   logStream?: NodeJS.WritableStream;
 }
-
-export type App = FastifyInstance<
-  RawServerDefault,
-  RawRequestDefaultExpression,
-  RawReplyDefaultExpression,
-  FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
 
 const BODY_LIMIT = 1024 * 1024;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -95,6 +66,7 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
 
   app.setValidatorCompiler(validatorCompiler);
   app.decorateRequest('principal', null as unknown as Principal);
+  app.decorateRequest('owner', null as unknown as UserRow);
 
   // An empty body on a JSON request (a bodiless POST from curl -H 'Content-Type: application/json')
   // means "no body"; anything else must parse.
@@ -133,6 +105,9 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
     if (bad.length > 0) throw validationError(Object.fromEntries(bad.map((name) => [name, ['must be a positive integer']])));
   });
 
+  // Routes acting for a user (`config: { owner }`) get that user checked against the access rule.
+  app.addHook('preHandler', ownerHook(ctx.database.db));
+
   // Every route is also put in a method-blind router, so an unknown method on a known path is a 405.
   const knownPaths = FindMyWay();
   app.addHook('onRoute', (route) => {
@@ -154,7 +129,8 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
 
     function toHttpError(err: FastifyError): HttpError {
       if (err instanceof HttpError) return err;
-      if (err.validation) return toValidationError(err.validation as never, err.validationContext);
+      if (err instanceof DomainError) return HttpError.from(err);
+      if (err.validation) return HttpError.from(toValidationError(err.validation, err.validationContext));
       switch (err.code) {
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
           return new HttpError(

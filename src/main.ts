@@ -1,14 +1,14 @@
 import { setFlagsFromString } from 'node:v8';
-import type { App } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/database.ts';
 import { DatabaseInUseError } from './db/pglite-lock.ts';
+import type { App } from './http/context.ts';
 import { type BootstrapResult, bootstrapAdministrator } from './identity/bootstrap.ts';
 import { createLogger } from './log.ts';
 import { openJobQueue } from './sending/queue.ts';
-import { startWorkers, type Workers } from './sending/workers.ts';
 import { systemClock } from './time.ts';
 import { loadTls } from './tls.ts';
+import { startWorkers, type Workers } from './workers.ts';
 
 /**
  * Starts the roles this process plays (ROLE=all|api|worker) and closes them gracefully on

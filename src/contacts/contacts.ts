@@ -1,8 +1,14 @@
 import type { Updateable } from 'kysely';
+import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { findOwnedRow } from '../db/owned-rows.ts';
 import type { ContactRow, ContactStatus, ContactsTable } from '../db/schema.ts';
-import { formatTimestamp } from '../time.ts';
-import { setContactTags, tagNamesByContact } from './tags.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { type FieldErrors, throwIfAny } from '../errors.ts';
+import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
+import { formatTimestamp, isTimeZone } from '../time.ts';
+import { NANP_PHONE_RULE, normalizeNanpPhone } from './phone.ts';
+import { setContactTags, tagKey, tagNamesByContact } from './tags.ts';
 
 export const CONTACT_STATUSES = [
   'Subscribed',
@@ -14,6 +20,98 @@ export const CONTACT_STATUSES = [
 
 /** The writable scalar fields of a contact, already validated and normalised. */
 export type ContactFields = Pick<Updateable<ContactsTable>, 'first_name' | 'last_name' | 'email' | 'phone' | 'time_zone' | 'status'>;
+
+const MAX_TAGS = 100;
+
+export const Contact = Type.Object({
+  id: Id,
+  user_id: Id,
+  first_name: Nullable(Type.String()),
+  last_name: Nullable(Type.String()),
+  full_name: Nullable(Type.String()),
+  email: Nullable(Type.String()),
+  phone: Nullable(Type.String({ description: '10 digits (North American numbering plan)' })),
+  time_zone: Nullable(Type.String()),
+  status: StringEnum(CONTACT_STATUSES),
+  tags: Type.Array(Type.String(), { description: 'Tag names, alphabetical' }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  deleted_at: Nullable(Timestamp),
+});
+
+// Nothing is required on its own, but a contact needs an email or a phone (checked with the stored
+// values on update); so create and update share one body.
+export const ContactBody = WritableBody(
+  Type.Partial(
+    Type.Object({
+      first_name: Nullable(Type.String({ maxLength: 255 })),
+      last_name: Nullable(Type.String({ maxLength: 255 })),
+      email: Nullable(Type.String({ format: 'email', maxLength: 254 })),
+      phone: Nullable(
+        Type.String({ maxLength: 32, description: 'US/Canada number; punctuation and +1 accepted', examples: ['(727) 232-9117'] }),
+      ),
+      time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
+      status: StringEnum(CONTACT_STATUSES),
+      tags: Type.Array(Type.String({ minLength: 1, maxLength: 255 }), {
+        maxItems: MAX_TAGS,
+        description: 'Tag names; unknown names are created. On update, replaces every tag of the contact.',
+      }),
+    }),
+  ).properties,
+  ['id', 'user_id', 'full_name', 'created_at', 'updated_at', 'deleted_at'],
+);
+type ContactInput = Static<typeof ContactBody>;
+
+const TEXT = (column: string) => ({ kind: 'text', column }) as const;
+export const CONTACT_FILTERS: Filters = {
+  id: { kind: 'id', column: 'id' },
+  first_name: TEXT('first_name'),
+  last_name: TEXT('last_name'),
+  email: TEXT('email'),
+  // Matches within the stored 10 digits: `phone=727` finds an area code.
+  phone: TEXT('phone'),
+  time_zone: { kind: 'exact', column: 'time_zone' },
+  status: { kind: 'enum', column: 'status', values: CONTACT_STATUSES },
+};
+
+/** Validates and normalises what a body changes; `current` is the stored contact on update. */
+function contactChanges(body: ContactInput, current?: ContactRow): { fields: ContactFields; tags?: string[] } {
+  const errors: FieldErrors = {};
+  const fields: ContactFields = {};
+  // Blank names are no names: the greeting without a first name is then used.
+  if (body.first_name !== undefined) fields.first_name = body.first_name?.trim() || null;
+  if (body.last_name !== undefined) fields.last_name = body.last_name?.trim() || null;
+  if (body.email !== undefined) fields.email = body.email;
+  if (body.status !== undefined) fields.status = body.status;
+  if (body.phone !== undefined) {
+    const phone = body.phone === null ? null : normalizeNanpPhone(body.phone);
+    if (body.phone !== null && phone === null) errors.phone = [NANP_PHONE_RULE];
+    else fields.phone = phone;
+  }
+  if (body.time_zone !== undefined) {
+    if (body.time_zone !== null && !isTimeZone(body.time_zone)) errors.time_zone = ['must be an IANA time zone such as America/New_York'];
+    else fields.time_zone = body.time_zone;
+  }
+  const email = fields.email !== undefined ? fields.email : (current?.email ?? null);
+  const phone = fields.phone !== undefined ? fields.phone : (current?.phone ?? null);
+  if (email === null && phone === null && !errors.phone) {
+    errors.email = ['is required when there is no phone'];
+    errors.phone = ['is required when there is no email'];
+  }
+  const tags = body.tags === undefined ? undefined : uniqueTagNames(body.tags, errors);
+  throwIfAny(errors);
+  return { fields, tags };
+}
+
+/** Trimmed tag names, each once whatever its case; blank ones are reported by position. */
+function uniqueTagNames(names: string[], errors: FieldErrors): string[] {
+  const seen = new Map<string, string>();
+  names.forEach((name, index) => {
+    if (name.trim() === '') errors[`tags.${index}`] = ['must not be blank'];
+    else if (!seen.has(tagKey(name))) seen.set(tagKey(name), name.trim());
+  });
+  return [...seen.values()];
+}
 
 /** "First Last", either part alone, or null for a contact known only by address or number. */
 export function contactFullName(row: Pick<ContactRow, 'first_name' | 'last_name'>): string | null {
@@ -49,8 +147,20 @@ export async function toApiContacts(db: Db, userId: number, rows: ContactRow[]) 
   return rows.map((row) => toApiContact(row, tags.get(row.id) ?? []));
 }
 
+export function findContact(db: Db, id: number) {
+  return findOwnedRow(db, 'contacts', id);
+}
+
+/** One page of an owner's contacts, filtered by `CONTACT_FILTERS`, as API shapes. */
+export async function searchContacts(db: Db, userId: number, params: SearchParams) {
+  const query = db.selectFrom('contacts').selectAll().where('user_id', '=', userId).where('deleted_at', 'is', null);
+  const result = await runSearch(query, CONTACT_FILTERS, params, 'id');
+  return { ...result, rows: await toApiContacts(db, userId, result.rows) };
+}
+
 /** Creates a contact with its tags in one transaction: a failure leaves neither behind. */
-export async function insertContact(db: Db, userId: number, fields: ContactFields, tags: readonly string[]) {
+export async function createContact(db: Db, userId: number, body: ContactInput) {
+  const { fields, tags = [] } = contactChanges(body);
   return db.transaction().execute(async (trx) => {
     const row = await trx
       .insertInto('contacts')
@@ -65,11 +175,12 @@ export async function insertContact(db: Db, userId: number, fields: ContactField
  * Applies the fields present; `tags`, when given, replaces the contact's whole set. Undefined
  * when the contact was deleted meanwhile.
  */
-export async function updateContact(db: Db, contact: ContactRow, fields: ContactFields, tags: readonly string[] | undefined) {
+export async function updateContact(db: Db, contact: ContactRow, body: ContactInput, now: Date) {
+  const { fields, tags } = contactChanges(body, contact);
   return db.transaction().execute(async (trx) => {
     const row = await trx
       .updateTable('contacts')
-      .set({ ...fields, updated_at: new Date() })
+      .set({ ...fields, updated_at: now })
       .where('user_id', '=', contact.user_id)
       .where('id', '=', contact.id)
       .where('deleted_at', 'is', null)
@@ -85,11 +196,6 @@ export async function updateContact(db: Db, contact: ContactRow, fields: Contact
 }
 
 /** Soft delete: the row and its tag links stay for the record; every read skips it from now on. */
-export async function deleteContact(db: Db, contact: ContactRow): Promise<void> {
-  await db
-    .updateTable('contacts')
-    .set({ deleted_at: new Date() })
-    .where('user_id', '=', contact.user_id)
-    .where('id', '=', contact.id)
-    .execute();
+export async function deleteContact(db: Db, contact: ContactRow, now: Date): Promise<void> {
+  await db.updateTable('contacts').set({ deleted_at: now }).where('user_id', '=', contact.user_id).where('id', '=', contact.id).execute();
 }

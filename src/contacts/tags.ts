@@ -1,7 +1,34 @@
 import { sql } from 'kysely';
+import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { uniqueOn } from '../db/errors.ts';
+import { findOwnedRow } from '../db/owned-rows.ts';
 import type { TagRow } from '../db/schema.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { validationError } from '../errors.ts';
+import { Id, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+
+/** Tags: owned like contacts; contacts also create them by naming them. Deleting one is final. */
+
+export const Tag = Type.Object({
+  id: Id,
+  name: Type.String(),
+  contacts_count: Type.Integer({ minimum: 0, description: 'Live contacts carrying the tag' }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+const Name = Type.String({ minLength: 1, maxLength: 255, description: 'Unique per user, ignoring case' });
+const READ_ONLY = ['id', 'contacts_count', 'created_at', 'updated_at'];
+export const CreateTagBody = WritableBody({ name: Name }, READ_ONLY);
+export const UpdateTagBody = WritableBody({ name: Type.Optional(Name) }, READ_ONLY);
+export const TAG_FILTERS: Filters = { id: { kind: 'id', column: 'id' }, name: { kind: 'text', column: 'name' } };
+
+function tagName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed === '') throw validationError({ name: ['must not be blank'] });
+  return trimmed;
+}
 
 /** The API shape of a tag: the one place tag rows become JSON. */
 export function toApiTag(row: TagRow, contactsCount: number) {
@@ -53,19 +80,49 @@ export async function contactCounts(db: Db, userId: number, tagIds: readonly num
   return new Map(rows.map((r) => [r.tag_id, Number(r.n)]));
 }
 
-export async function insertTag(db: Db, userId: number, name: string): Promise<TagRow> {
-  return db.insertInto('tags').values({ user_id: userId, name }).returningAll().executeTakeFirstOrThrow();
+export function findTag(db: Db, id: number) {
+  return findOwnedRow(db, 'tags', id);
+}
+
+/** A tag's API shape with its live contacts counted. */
+export async function withContactsCount(db: Db, row: TagRow) {
+  return toApiTag(row, (await contactCounts(db, row.user_id, [row.id])).get(row.id) ?? 0);
+}
+
+/** One page of an owner's tags, filtered by `TAG_FILTERS`, as API shapes with their counts. */
+export async function searchTags(db: Db, userId: number, params: SearchParams) {
+  const result = await runSearch(db.selectFrom('tags').selectAll().where('user_id', '=', userId), TAG_FILTERS, params, 'id');
+  const counts = await contactCounts(
+    db,
+    userId,
+    result.rows.map((row) => row.id),
+  );
+  return { ...result, rows: result.rows.map((row) => toApiTag(row, counts.get(row.id) ?? 0)) };
+}
+
+export async function createTag(db: Db, userId: number, name: string): Promise<TagRow> {
+  return uniqueOn(
+    'name',
+    db
+      .insertInto('tags')
+      .values({ user_id: userId, name: tagName(name) })
+      .returningAll()
+      .executeTakeFirstOrThrow(),
+  );
 }
 
 /** Undefined when the tag was deleted meanwhile. */
-export async function renameTag(db: Db, tag: TagRow, name: string): Promise<TagRow | undefined> {
-  return db
-    .updateTable('tags')
-    .set({ name, updated_at: new Date() })
-    .where('user_id', '=', tag.user_id)
-    .where('id', '=', tag.id)
-    .returningAll()
-    .executeTakeFirst();
+export async function renameTag(db: Db, tag: TagRow, name: string, now: Date): Promise<TagRow | undefined> {
+  return uniqueOn(
+    'name',
+    db
+      .updateTable('tags')
+      .set({ name: tagName(name), updated_at: now })
+      .where('user_id', '=', tag.user_id)
+      .where('id', '=', tag.id)
+      .returningAll()
+      .executeTakeFirst(),
+  );
 }
 
 /** Deletes a tag for good; its foreign key takes it off every contact in the same statement. */

@@ -1,11 +1,12 @@
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import type { MediaRow } from '../db/schema.ts';
+import { DomainError, type FieldErrors, validationError } from '../errors.ts';
 import { AUDIO_COLLECTION } from '../media/detect.ts';
-import { MediaRejectedError } from '../media/errors.ts';
+
 import { discard, type MediaIntake, type StagedFile, stage, store } from '../media/ingest.ts';
 import { fetchFailure, openRemoteFile } from '../media/remote-fetch.ts';
-import { type FieldErrors, HttpError, validationError } from './problems.ts';
+import { HttpError } from './problems.ts';
 
 /** Room for boundaries, part headers and the short text fields around the file in a form. */
 export const FORM_OVERHEAD_BYTES = 64 * 1024;
@@ -82,7 +83,7 @@ export async function createFromUrl(
     staged = await stage(intake, remote.stream, 'full_url');
   } catch (error) {
     // The remote side breaking off is the URL's problem (400); our own disk failing is ours (500).
-    if (error instanceof MediaRejectedError || remote.stream.errored) throw fetchFailure(error, remote.deadline, timeoutMs);
+    if (error instanceof DomainError || remote.stream.errored) throw fetchFailure(error, remote.deadline, timeoutMs);
     throw error;
   }
   return store(intake, staged, {
@@ -111,7 +112,7 @@ function detailProblems(name: string | undefined, collection: string | undefined
 
 /** Parser trouble is the client's (400); a failing disk is ours and stays a 500. */
 function formError(error: unknown): unknown {
-  if (error instanceof MediaRejectedError || error instanceof HttpError) return error;
+  if (error instanceof DomainError || error instanceof HttpError) return error;
   const { code, syscall, message } = error as NodeJS.ErrnoException;
   if (syscall) return error;
   if (code === 'FST_FILES_LIMIT') return validationError({ file: ['must be a single file'] });

@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { App } from '../app.ts';
 import type { Config } from '../config.ts';
+import type { App } from './context.ts';
 
 /**
  * The OpenAPI 3.1 document is generated from the route schemas (never written by hand) and served

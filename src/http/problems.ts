@@ -1,6 +1,9 @@
+import type { DomainError, DomainErrorCode } from '../errors.ts';
+
 /**
  * The closed set of problems the API reports, as RFC 9457 problem details with the
- * Laravel-compatible `message` (and `errors` for validation). One place to read every error kind.
+ * Laravel-compatible `message` (and `errors` for validation). Domain errors (errors.ts) map onto
+ * the codes of the same name; the others belong to HTTP alone. One place to read every error kind.
  */
 export const PROBLEMS = {
   validation: { status: 400, title: 'Invalid request' },
@@ -18,18 +21,18 @@ export const PROBLEMS = {
   range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   internal: { status: 500, title: 'Internal server error' },
   service_unavailable: { status: 503, title: 'Service unavailable' },
-} as const;
+} as const satisfies Record<DomainErrorCode, unknown> & Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;
-export type FieldErrors = Record<string, string[]>;
 
+/** A problem only HTTP knows of (authentication, methods, media types), with headers of its own. */
 export class HttpError extends Error {
   readonly code: ProblemCode;
   readonly status: number;
-  readonly errors: FieldErrors | undefined;
+  readonly errors: Record<string, string[]> | undefined;
   readonly headers: Record<string, string>;
 
-  constructor(code: ProblemCode, message: string, options: { errors?: FieldErrors; headers?: Record<string, string> } = {}) {
+  constructor(code: ProblemCode, message: string, options: { errors?: Record<string, string[]>; headers?: Record<string, string> } = {}) {
     super(message);
     this.name = 'HttpError';
     this.code = code;
@@ -37,16 +40,11 @@ export class HttpError extends Error {
     this.errors = options.errors;
     this.headers = options.headers ?? {};
   }
-}
 
-/** A 400 naming each field and what is wrong with it; the message counts them like Laravel's. */
-export function validationError(errors: FieldErrors): HttpError {
-  const fields = Object.keys(errors);
-  const message =
-    fields.length === 1
-      ? `The ${fields[0]} field ${(errors[fields[0] as string] as string[])[0]}.`
-      : `${fields.length} fields are invalid.`;
-  return new HttpError('validation', message, { errors });
+  /** The problem a domain error stands for. */
+  static from(error: DomainError): HttpError {
+    return new HttpError(error.code, error.message, { errors: error.errors });
+  }
 }
 
 export interface ProblemBody {
@@ -55,7 +53,7 @@ export interface ProblemBody {
   status: number;
   detail: string;
   message: string;
-  errors?: FieldErrors;
+  errors?: Record<string, string[]>;
 }
 
 export function problemBody(publicUrl: string, error: HttpError): ProblemBody {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
-import { escapeHtml } from '../sending/email/render.ts';
+import { escapeHtml } from '../email/render.ts';
 
 /**
  * The pages behind an email's unsubscribe link: self-contained (no session, no shared assets), one

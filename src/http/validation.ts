@@ -1,7 +1,7 @@
-import { Ajv, type ErrorObject, type Options } from 'ajv';
+import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
-import { type FieldErrors, type HttpError, validationError } from './problems.ts';
+import { type DomainError, type FieldErrors, validationError } from '../errors.ts';
 
 const shared: Options = { allErrors: true, removeAdditional: false, useDefaults: true, verbose: true, strict: false };
 
@@ -24,7 +24,15 @@ const TYPE_NAMES: Record<string, string> = {
 };
 
 /** Turns Ajv's errors into `{field: ["what is wrong"]}`, field paths in dot notation. */
-export function toValidationError(errors: ErrorObject[], context: string | undefined): HttpError {
+/** What Hopper reads of one Ajv error (Fastify passes them on as `error.validation`). */
+interface SchemaError {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  parentSchema?: unknown;
+}
+
+export function toValidationError(errors: readonly SchemaError[], context: string | undefined): DomainError {
   const fields: FieldErrors = {};
   const add = (field: string, message: string) => {
     const key = field || context || 'body';
@@ -57,7 +65,7 @@ export function toValidationError(errors: ErrorObject[], context: string | undef
   return validationError(fields);
 }
 
-function describe(error: ErrorObject): string {
+function describe(error: SchemaError): string {
   const params = error.params as Record<string, unknown>;
   switch (error.keyword) {
     case 'type': {

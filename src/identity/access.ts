@@ -1,5 +1,7 @@
-import { HttpError } from '../http/problems.ts';
-import { RANK, rankOf } from './roles.ts';
+import { type ExpressionBuilder, type ExpressionWrapper, type SqlBool, sql } from 'kysely';
+import type { Database } from '../db/schema.ts';
+import { DomainError } from '../errors.ts';
+import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
 
 /** Who is calling: the user behind the API key (or session) of this request. */
 export interface Principal {
@@ -18,7 +20,8 @@ export interface UserRef {
 /**
  * The one access rule. A User reaches only themself; a Team Administrator also reaches the users
  * of their team whose role is no higher than their own (so a key can never be minted for a more
- * powerful teammate); an Administrator reaches everyone.
+ * powerful teammate); an Administrator reaches everyone. `reachableUsers` below is the same rule
+ * as SQL, for listings.
  */
 export function canReach(principal: Principal, target: UserRef): boolean {
   if (principal.rank >= RANK.Administrator || target.id === principal.userId) return true;
@@ -30,28 +33,56 @@ export function canReach(principal: Principal, target: UserRef): boolean {
   );
 }
 
+/** `canReach` as a condition on the `users` table: the users a listing may show the caller. */
+export function reachableUsers(principal: Principal) {
+  return (eb: ExpressionBuilder<Database, 'users'>): ExpressionWrapper<Database, 'users', SqlBool> | ReturnType<typeof sql<SqlBool>> => {
+    if (principal.rank >= RANK.Administrator) return sql<SqlBool>`true`;
+    if (principal.rank < RANK['Team Administrator'] || principal.teamId === null) return eb('id', '=', principal.userId);
+    const higher = ROLE_NAMES.filter((role) => RANK[role] > principal.rank);
+    return eb.or([
+      eb('id', '=', principal.userId),
+      eb.and([eb('team_id', '=', principal.teamId), sql<SqlBool>`NOT (roles && ${sql.val(higher)}::text[])`]),
+    ]);
+  };
+}
+
+/** Teams: an Administrator sees every team, anyone else their own. */
+export function canSeeTeam(principal: Principal, teamId: number): boolean {
+  return principal.rank >= RANK.Administrator || principal.teamId === teamId;
+}
+
+/** `canSeeTeam` as a condition on the `teams` table. */
+export function visibleTeams(principal: Principal) {
+  return (eb: ExpressionBuilder<Database, 'teams'>) =>
+    principal.rank >= RANK.Administrator ? sql<SqlBool>`true` : eb('id', '=', principal.teamId ?? 0);
+}
+
 /**
- * For `/users/{id}/…`: a user the caller may not reach is 403, and so is an id that does not
- * exist (nobody learns which ids exist) — except for Administrators, who get an honest 404.
+ * For `/users/{id}/…`: a user the caller may not reach is refused, and so is an id that does not
+ * exist (nobody learns which ids exist) — except for Administrators, who are told it is missing.
  */
 export function requireReachableUser<T extends UserRef>(principal: Principal, target: T | undefined, id: number): T {
   if (target && canReach(principal, target)) return target;
-  if (!target && principal.rank >= RANK.Administrator) throw new HttpError('not_found', `User ${id} does not exist.`);
-  throw new HttpError('forbidden', `You may not access user ${id}.`);
+  if (!target && principal.rank >= RANK.Administrator) throw new DomainError('not_found', `User ${id} does not exist.`);
+  throw new DomainError('forbidden', `You may not access user ${id}.`);
 }
 
-/** For `/<resource>/{id}`: missing or deleted is 404; owned by someone the caller may not reach is 403. */
-export function requireReachableResource<T>(
-  principal: Principal,
-  found: { owner: UserRef; row: T } | undefined,
-  what: string,
-  id: number,
-): T {
-  if (!found) throw new HttpError('not_found', `${what} ${id} does not exist.`);
-  if (!canReach(principal, found.owner)) throw new HttpError('forbidden', `You may not access ${what.toLowerCase()} ${id}.`);
-  return found.row;
+/** A row together with what the access rule needs to know about its owner. */
+export interface Owned<Row> {
+  owner: UserRef;
+  row: Row;
+}
+
+/**
+ * For `/<resource>/{id}`: missing or deleted is not found; owned by someone the caller may not
+ * reach is forbidden. Returns what was found (a row with its owner, or a message read).
+ */
+export function requireReachable<T extends { owner: UserRef }>(principal: Principal, found: T | undefined, what: string, id: number): T {
+  if (!found) throw new DomainError('not_found', `${what} ${id} does not exist.`);
+  if (!canReach(principal, found.owner)) throw new DomainError('forbidden', `You may not access ${what.toLowerCase()} ${id}.`);
+  return found;
 }
 
 export function requireRank(principal: Principal, minimum: number, action: string): void {
-  if (principal.rank < minimum) throw new HttpError('forbidden', `Your role does not allow you to ${action}.`);
+  if (principal.rank < minimum) throw new DomainError('forbidden', `Your role does not allow you to ${action}.`);
 }

@@ -1,6 +1,82 @@
+import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { uniqueOn } from '../db/errors.ts';
 import type { NewUser, UserRow, UserUpdate } from '../db/schema.ts';
-import { formatTimestamp } from '../time.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
+import { formatTimestamp, isTimeZone } from '../time.ts';
+import { type Principal, reachableUsers, requireRank } from './access.ts';
+import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from './passwords.ts';
+import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
+
+/**
+ * Users (DESIGN.md §5): their API shape and bodies, who may create and change whom, and their
+ * statements. Who may reach a user at all is the one access rule (access.ts).
+ */
+
+export const User = Type.Object({
+  id: Id,
+  first_name: Type.String(),
+  last_name: Type.String(),
+  full_name: Type.String(),
+  email: Type.String(),
+  phone: Nullable(Type.String()),
+  time_zone: Nullable(Type.String()),
+  status: StringEnum(['Active', 'Cancelled'] as const),
+  roles: Type.Array(StringEnum(ROLE_NAMES)),
+  team_id: Nullable(Type.Integer()),
+  cancelled_at: Nullable(Timestamp),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  deleted_at: Nullable(Timestamp),
+});
+
+const fields = {
+  first_name: Type.String({ minLength: 1, maxLength: 255 }),
+  last_name: Type.String({ maxLength: 255 }),
+  email: Type.String({ format: 'email', maxLength: 254 }),
+  phone: Nullable(Type.String({ maxLength: 32, pattern: '^\\+?[0-9 ().-]{7,32}$' })),
+  time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
+  roles: Type.Array(StringEnum(ROLE_NAMES), { minItems: 1, maxItems: ROLE_NAMES.length, uniqueItems: true }),
+  team_id: Nullable(Id),
+  password: Type.String({
+    minLength: PASSWORD_MIN_LENGTH,
+    maxLength: PASSWORD_MAX_LENGTH,
+    writeOnly: true,
+    description: 'Password for signing in to the web pages (/login); stored as a scrypt hash, never returned',
+  }),
+};
+const READ_ONLY = ['id', 'full_name', 'status', 'cancelled_at', 'created_at', 'updated_at', 'deleted_at'] as const;
+const { first_name, last_name, email, ...optional } = fields;
+export const CreateUserBody = WritableBody(
+  {
+    first_name,
+    last_name,
+    email,
+    phone: Type.Optional(optional.phone),
+    time_zone: Type.Optional(optional.time_zone),
+    roles: Type.Optional(optional.roles),
+    team_id: Type.Optional(optional.team_id),
+    password: Type.Optional(optional.password),
+  },
+  READ_ONLY,
+);
+export const UpdateUserBody = WritableBody(
+  Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, Type.Optional(v)])) as {
+    [K in keyof typeof fields]: ReturnType<typeof Type.Optional<(typeof fields)[K]>>;
+  },
+  READ_ONLY,
+);
+
+export const USER_FILTERS: Filters = {
+  id: { kind: 'id', column: 'id' },
+  team_id: { kind: 'id', column: 'team_id' },
+  first_name: { kind: 'text', column: 'first_name' },
+  last_name: { kind: 'text', column: 'last_name' },
+  email: { kind: 'text', column: 'email' },
+  status: { kind: 'enum', column: 'status', values: ['Active', 'Cancelled'] },
+};
 
 export function fullName(user: Pick<UserRow, 'first_name' | 'last_name'>): string {
   return `${user.first_name} ${user.last_name}`.trim();
@@ -26,21 +102,113 @@ export function toApiUser(row: UserRow) {
   };
 }
 
+// ── Rules ───────────────────────────────────────────────────────────────────────────────────
+
+type References = { email?: string; time_zone?: string | null; team_id?: number | null };
+
+/** Checks that need the database or the runtime, reported together like schema errors. */
+async function checkReferences(db: Db, changes: References, exceptId?: number): Promise<void> {
+  const errors: FieldErrors = {};
+  if (changes.time_zone && !isTimeZone(changes.time_zone)) {
+    errors.time_zone = ['must be an IANA time zone such as America/New_York'];
+  }
+  if (changes.team_id) {
+    const team = await db.selectFrom('teams').select('id').where('id', '=', changes.team_id).executeTakeFirst();
+    if (!team) errors.team_id = ['does not name an existing team'];
+  }
+  if (changes.email !== undefined && (await emailTaken(db, changes.email, exceptId))) {
+    errors.email = ['is already taken'];
+  }
+  throwIfAny(errors);
+}
+
+/** Roles are granted by a Team Administrator or higher, never above the granter's own rank. */
+function requireGrantable(principal: Principal, roles: readonly string[]): void {
+  requireRank(principal, RANK['Team Administrator'], 'grant roles');
+  if (rankOf(roles) > principal.rank) throw new DomainError('forbidden', 'You may not grant a role higher than your own.');
+}
+
+function sameMembers(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x) => b.includes(x));
+}
+
+// ── Statements ──────────────────────────────────────────────────────────────────────────────
+
 export async function findUser(db: Db, id: number): Promise<UserRow | undefined> {
   return db.selectFrom('users').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
 }
 
-export async function insertUser(db: Db, user: NewUser): Promise<UserRow> {
-  return db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow();
+/** The users `principal` may reach, filtered by `USER_FILTERS`. */
+export function searchUsers(db: Db, principal: Principal, params: SearchParams) {
+  const query = db.selectFrom('users').selectAll().where('deleted_at', 'is', null).where(reachableUsers(principal));
+  return runSearch(query, USER_FILTERS, params, 'id');
 }
 
-export async function updateUser(db: Db, id: number, changes: UserUpdate): Promise<UserRow> {
-  return db
-    .updateTable('users')
-    .set({ ...changes, updated_at: new Date() })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+export async function insertUser(db: Db, user: NewUser): Promise<UserRow> {
+  return uniqueOn('email', db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow());
+}
+
+/** A user made through the API: an Administrator makes anyone, a Team Administrator users of their own team. */
+export async function createUser(db: Db, principal: Principal, body: Static<typeof CreateUserBody>): Promise<UserRow> {
+  const roles = body.roles ?? ['User'];
+  requireGrantable(principal, roles);
+  const teamId = body.team_id === undefined ? (principal.rank < RANK.Administrator ? principal.teamId : null) : body.team_id;
+  if (principal.rank < RANK.Administrator && (teamId === null || teamId !== principal.teamId)) {
+    throw new DomainError('forbidden', 'A Team Administrator creates users in their own team only.');
+  }
+  await checkReferences(db, { email: body.email, time_zone: body.time_zone, team_id: teamId });
+  return insertUser(db, {
+    first_name: body.first_name,
+    last_name: body.last_name,
+    email: body.email,
+    phone: body.phone ?? null,
+    time_zone: body.time_zone ?? null,
+    roles,
+    team_id: teamId,
+    password_hash: body.password === undefined ? null : await hashPassword(body.password),
+  });
+}
+
+/** Applies the fields present; roles and teams change only as `principal`'s rank allows. */
+export async function changeUser(
+  db: Db,
+  principal: Principal,
+  target: UserRow,
+  body: Static<typeof UpdateUserBody>,
+  now: Date,
+): Promise<UserRow> {
+  if (body.roles !== undefined && !sameMembers(body.roles, target.roles)) requireGrantable(principal, body.roles);
+  if (body.team_id !== undefined && body.team_id !== target.team_id) {
+    requireRank(principal, RANK.Administrator, 'move users between teams');
+  }
+  await checkReferences(db, body, target.id);
+  const changes: UserUpdate = {};
+  for (const key of ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'roles', 'team_id'] as const) {
+    if (body[key] !== undefined) (changes as Record<string, unknown>)[key] = body[key];
+  }
+  if (body.password !== undefined) changes.password_hash = await hashPassword(body.password);
+  return updateUser(db, target.id, changes, now);
+}
+
+/** Cancels an account (Administrator, or the user themself); cancelling again keeps the first `cancelled_at`. */
+export async function cancelUser(db: Db, principal: Principal, target: UserRow, now: Date): Promise<UserRow> {
+  if (principal.rank < RANK.Administrator && target.id !== principal.userId) {
+    throw new DomainError('forbidden', 'Only an Administrator or the user themself may cancel an account.');
+  }
+  if (target.status === 'Cancelled') return target;
+  return updateUser(db, target.id, { status: 'Cancelled', cancelled_at: now }, now);
+}
+
+export async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {
+  return uniqueOn(
+    'email',
+    db
+      .updateTable('users')
+      .set({ ...changes, updated_at: now })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow(),
+  );
 }
 
 export async function emailTaken(db: Db, email: string, exceptId?: number): Promise<boolean> {

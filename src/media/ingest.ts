@@ -8,7 +8,7 @@ import type { Db } from '../db/database.ts';
 import type { MediaRow } from '../db/schema.ts';
 import { audioDurationSeconds } from './audio-duration.ts';
 import { collectionRefusal, detectMediaType } from './detect.ts';
-import { MediaRejectedError } from './errors.ts';
+import { mediaRejected } from './errors.ts';
 import { insertMedia } from './media.ts';
 import { type MediaStorage, removeStaleFiles } from './storage.ts';
 
@@ -53,7 +53,7 @@ export async function stage(intake: MediaIntake, source: Readable, field: string
     transform(chunk: Buffer, _encoding, callback) {
       size += chunk.length;
       if (size > intake.maxBytes) {
-        callback(new MediaRejectedError('too_large', field, `The file is larger than the limit of ${intake.maxBytes} bytes.`));
+        callback(mediaRejected('too_large', field, `The file is larger than the limit of ${intake.maxBytes} bytes.`));
       } else {
         callback(null, chunk);
       }
@@ -78,7 +78,7 @@ export async function store(intake: MediaIntake, staged: StagedFile, details: Me
     const type = await detectMediaType(staged.path);
     const refusal = collectionRefusal(details.collectionName, type);
     if (refusal || !type) {
-      throw new MediaRejectedError('unsupported_type', details.field, refusal ?? 'is not a supported file type');
+      throw mediaRejected('unsupported_type', details.field, refusal ?? 'is not a supported file type');
     }
     const durationSeconds = type.kind === 'audio' ? await audioDurationSeconds(staged.path, type.ext) : null;
     // 192 random bits: the public URL is the only thing guarding the file, so it must not be guessable.

@@ -1,6 +1,34 @@
+import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { findOwnedRow } from '../db/owned-rows.ts';
 import type { MediaRow, NewMedia } from '../db/schema.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { Id, Nullable, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+
+/** The specification's media table; voicemail drops embed it as `media`. */
+export const Media = Type.Object({
+  id: Id,
+  name: Type.String(),
+  file_name: Type.String(),
+  collection_name: Type.String(),
+  mime_type: Type.String({ examples: ['audio/mpeg'] }),
+  size: Type.Integer({ minimum: 0, description: 'Bytes' }),
+  readable_size: Type.String({ examples: ['649.17 KB'] }),
+  full_url: Type.String({ description: 'Public, unguessable address of the file; no key needed' }),
+  download_url: Type.String({ description: 'The file as an attachment; needs a key' }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  deleted_at: Nullable(Timestamp),
+});
+
+export const MEDIA_FILTERS: Filters = {
+  id: { kind: 'id', column: 'id' },
+  name: { kind: 'text', column: 'name' },
+  file_name: { kind: 'text', column: 'file_name' },
+  collection_name: { kind: 'exact', column: 'collection_name' },
+  mime_type: { kind: 'exact', column: 'mime_type' },
+};
 
 const UNITS = ['B', 'KB', 'MB', 'GB', 'TB'] as const;
 
@@ -62,16 +90,14 @@ export async function findOwnedMedia(db: Db, userId: number, id: number): Promis
 }
 
 /** A live media item with what the access rule needs to know about its owner. */
-export async function findMediaWithOwner(db: Db, id: number) {
-  return db
-    .selectFrom('media')
-    .innerJoin('users', 'users.id', 'media.user_id')
-    .selectAll('media')
-    .select(['users.team_id', 'users.roles'])
-    .where('media.id', '=', id)
-    .where('media.deleted_at', 'is', null)
-    .where('users.deleted_at', 'is', null)
-    .executeTakeFirst();
+export function findMedia(db: Db, id: number) {
+  return findOwnedRow(db, 'media', id);
+}
+
+/** One page of an owner's media, filtered by `MEDIA_FILTERS`. */
+export function searchMedia(db: Db, userId: number, params: SearchParams) {
+  const query = db.selectFrom('media').selectAll().where('user_id', '=', userId).where('deleted_at', 'is', null);
+  return runSearch(query, MEDIA_FILTERS, params, 'id');
 }
 
 /** The live item behind a public file URL; the token alone identifies it. */

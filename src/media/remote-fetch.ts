@@ -2,7 +2,8 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP } from 'node:net';
-import { MediaRejectedError } from './errors.ts';
+import { DomainError } from '../errors.ts';
+import { mediaRejected } from './errors.ts';
 
 export interface RemoteFetchOptions {
   timeoutMs: number;
@@ -113,15 +114,15 @@ export async function openRemoteFile(address: string, options: RemoteFetchOption
     }
     if (Number(response.headers['content-length']) > options.maxBytes) {
       response.destroy();
-      throw new MediaRejectedError('too_large', FIELD, `The file at full_url is larger than the limit of ${options.maxBytes} bytes.`);
+      throw mediaRejected('too_large', FIELD, `The file at full_url is larger than the limit of ${options.maxBytes} bytes.`);
     }
     return { stream: response, deadline, fileName: lastSegment(url) };
   }
 }
 
 /** Describes a failed fetch (connecting, or the body breaking off) as a 400 on `full_url`. */
-export function fetchFailure(error: unknown, deadline: AbortSignal, timeoutMs: number): MediaRejectedError {
-  if (error instanceof MediaRejectedError) return error;
+export function fetchFailure(error: unknown, deadline: AbortSignal, timeoutMs: number): DomainError {
+  if (error instanceof DomainError) return error;
   // An abort surfaces as AbortError while connecting but as ECONNRESET mid-body: ask the signal.
   if (deadline.aborted) return unreachable(`it did not arrive within ${timeoutMs / 1000} s`);
   const { name, code, message } = error as NodeJS.ErrnoException;
@@ -133,14 +134,14 @@ export function fetchFailure(error: unknown, deadline: AbortSignal, timeoutMs: n
   return unreachable(`the transfer failed (${code ?? message})`);
 }
 
-function unreachable(reason: string): MediaRejectedError {
-  return new MediaRejectedError('unreachable', FIELD, `could not be fetched: ${reason}`);
+function unreachable(reason: string): DomainError {
+  return mediaRejected('unreachable', FIELD, `could not be fetched: ${reason}`);
 }
 
 function httpUrl(text: string): URL {
   const url = URL.canParse(text) ? new URL(text) : undefined;
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw new MediaRejectedError('unreachable', FIELD, 'must be an absolute http:// or https:// URL');
+    throw mediaRejected('unreachable', FIELD, 'must be an absolute http:// or https:// URL');
   }
   return url;
 }

@@ -1,5 +1,5 @@
 import type { ContactStatus, TemplatedEmailRow, VoicemailDropRow } from '../db/schema.ts';
-import type { MessageKind } from '../messaging/reporting.ts';
+import type { MessageKind } from '../messages/kinds.ts';
 import type { ClaimedDelivery } from './deliveries.ts';
 
 /**

@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
-import { COUNTERS, type Counter, type MessageKind } from '../messaging/reporting.ts';
+import type { MessageKind } from '../messages/kinds.ts';
+import { COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /**
  * The delivery ledger: one row per message and contact (unique), moving through

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryState } from '../db/schema.ts';
-import { COUNTERS, type Counter } from '../messaging/reporting.ts';
+import { COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /**
  * What happened to a delivery after it was handed over, from any source: SendGrid's event

@@ -1,13 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { MessageKind } from '../messaging/reporting.ts';
+import type { MessageKind } from '../messages/kinds.ts';
+import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome } from './channel.ts';
 import {
   type Claim,
   type ClaimedDelivery,
-  COUNTER_SHARDS,
   recordSent,
   releaseClaims,
   renewLeases,

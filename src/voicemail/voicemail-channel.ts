@@ -7,10 +7,10 @@ import type { Channel } from '../sending/channel.ts';
 import type { JobQueue } from '../sending/queue.ts';
 import type { Clock } from '../time.ts';
 import { checkCallingHours } from './calling-hours.ts';
-import { dropCowboyAdapter } from './drop-cowboy.ts';
+import { dropCowboyAdapter } from './providers/drop-cowboy.ts';
+import { sandboxAdapter, startSandboxReports } from './providers/sandbox.ts';
+import { slybroadcastAdapter, slybroadcastCallbackToken } from './providers/slybroadcast.ts';
 import { type DropAudioType, dropAudioType, type VoicemailAdapter, type VoicemailProvider } from './providers.ts';
-import { sandboxAdapter, startSandboxReports } from './sandbox.ts';
-import { slybroadcastAdapter, slybroadcastCallbackToken } from './slybroadcast.ts';
 
 export interface VoicemailDeps {
   database: DatabaseHandle;

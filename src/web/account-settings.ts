@@ -1,8 +1,9 @@
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
-import type { App, AppContext } from '../app.ts';
-import { Id } from '../http/schemas.ts';
-import { createApiKey, findLiveApiKey, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/context.ts';
+import { createApiKey, findLiveApiKey, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
+import { Id } from '../json-schema.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 import { graceEndsAt, type WebSession } from './sessions.ts';
 
@@ -16,7 +17,7 @@ const NOTICES = { revoked: 'The key was revoked. Programs using it are refused f
  * user, whatever their role: a Team Administrator manages teammates' keys through the API, and
  * sees only their own here.
  */
-export async function accountSettingsRoutes(web: App, { database: { db }, config }: AppContext): Promise<void> {
+export async function accountSettingsRoutes(web: App, { database: { db }, config, clock }: AppContext): Promise<void> {
   const sharedData = (session: WebSession, tab: 'profile' | 'integrations') => {
     const graceEnd = graceEndsAt(session.user, config);
     return { session, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
@@ -28,13 +29,7 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
     extra: { newKey?: { name: string; key: string }; nameError?: string; notice?: string; name?: string } = {},
     status = 200,
   ) {
-    const rows = await db
-      .selectFrom('api_keys')
-      .selectAll()
-      .where('user_id', '=', session.user.id)
-      .where('revoked_at', 'is', null)
-      .orderBy('id')
-      .execute();
+    const rows = await liveApiKeys(db, session.user.id);
     const keys = rows.map((row) => ({
       ...toApiKey(row),
       created: formatForUser(row.created_at, session.user.time_zone),
@@ -98,7 +93,7 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
     { schema: { ...PAGE_SCHEMA, params: Type.Object({ id: Id }) } },
     async (request, reply) => {
       const session = request.webSession as WebSession;
-      const key = await findLiveApiKey(db, request.params.id);
+      const key = (await findLiveApiKey(db, request.params.id))?.row;
       if (!key || key.user_id !== session.user.id) {
         return sendMessage(
           reply,
@@ -111,7 +106,7 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
           session,
         );
       }
-      await revokeApiKey(db, key.id);
+      await revokeApiKey(db, key.id, clock());
       request.log.info({ userId: session.user.id, keyId: key.id }, 'API key revoked from the web');
       return reply.redirect(`${INTEGRATIONS}?notice=revoked`, 303);
     },

@@ -1,7 +1,8 @@
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
-import type { App, AppContext } from '../app.ts';
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/context.ts';
 import { PASSWORD_MAX_LENGTH, verifyPassword } from '../identity/passwords.ts';
 import { newSignInToken, SIGN_IN_COOKIE } from './csrf.ts';
 import { formatForUser, PAGE_SCHEMA, sendPage } from './render.ts';

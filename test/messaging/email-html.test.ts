@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { isBlankHtml, sanitizeEmailHtml } from '../../src/messaging/email-html.ts';
+import { isBlankHtml, sanitizeEmailHtml } from '../../src/email/email-html.ts';
 
 describe('sanitizeEmailHtml', () => {
   test('keeps email layout: tables, inline styles, images, links and merge tags', () => {

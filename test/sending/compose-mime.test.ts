@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer';
-import { composeMime } from '../../src/sending/email/compose-mime.ts';
-import type { OutgoingEmail } from '../../src/sending/email/transport.ts';
+import { composeMime } from '../../src/email/compose-mime.ts';
+import type { OutgoingEmail } from '../../src/email/transport.ts';
 import { parseEmail } from './support/mime.ts';
 
 /**

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { SmtpPool } from '../../src/sending/email/smtp-pool.ts';
+import { SmtpPool } from '../../src/email/smtp-pool.ts';
 import {
   audience,
   createEmail,

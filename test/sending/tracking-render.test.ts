@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
 import type { TemplatedEmailRow } from '../../src/db/schema.ts';
+import { composeHtml, linksIn, type PreparedEmail, renderEmail } from '../../src/email/render.ts';
+import { TrackingTokens } from '../../src/email/tokens.ts';
 import type { ClaimedDelivery } from '../../src/sending/deliveries.ts';
-import { composeHtml, linksIn, type PreparedEmail, renderEmail } from '../../src/sending/email/render.ts';
-import { TrackingTokens } from '../../src/sending/email/tokens.ts';
 import { parseEmail } from './support/mime.ts';
 
 /** What renderEmail adds for tracking and unsubscribing, checked on the bytes nodemailer writes. */

@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { loadConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { ensureSecret } from '../../src/db/secrets.ts';
-import { loadTrackingTokens, TRACKING_KEY_SECRET, TrackingTokens } from '../../src/sending/email/tokens.ts';
+import { loadTrackingTokens, TRACKING_KEY_SECRET, TrackingTokens } from '../../src/email/tokens.ts';
 import { testConfigEnv } from '../support/test-app.ts';
 
 /** The signed tokens of tracking and unsubscribe links, and the database-held key that signs them. */

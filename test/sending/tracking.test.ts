@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { loadTrackingTokens, TrackingTokens } from '../../src/sending/email/tokens.ts';
+import { loadTrackingTokens, TrackingTokens } from '../../src/email/tokens.ts';
 import { createContact } from '../contacts/fixtures.ts';
 import { createSignature, createTag } from '../messaging/fixtures.ts';
 import { asKey, type Reply } from '../support/client.ts';

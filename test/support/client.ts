@@ -1,4 +1,4 @@
-import type { App } from '../../src/app.ts';
+import type { App } from '../../src/http/context.ts';
 
 export interface Reply<T = any> {
   status: number;

@@ -3,14 +3,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { type App, type AppOptions, buildApp } from '../../src/app.ts';
+import { type AppOptions, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import type { App } from '../../src/http/context.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { createLogger } from '../../src/log.ts';
 import { type JobQueue, openJobQueue } from '../../src/sending/queue.ts';
-import { startWorkers, type Workers } from '../../src/sending/workers.ts';
 import { systemClock } from '../../src/time.ts';
+import { startWorkers, type Workers } from '../../src/workers.ts';
 
 /**
  * Every test file runs against a real database of its own: PGlite in a fresh directory by default,

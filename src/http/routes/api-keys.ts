@@ -1,51 +1,46 @@
-import { Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
-import { requireReachableResource, requireReachableUser } from '../../identity/access.ts';
-import { createApiKey, findLiveApiKey, revokeApiKey, toApiKey } from '../../identity/api-keys.ts';
-import { findUser } from '../../identity/users.ts';
-import { AUTHENTICATED_ERRORS, Id, IdParams, Nullable, problems, Success, Timestamp, UserIdParams, WritableBody } from '../schemas.ts';
-import { envelopeSchema, type Filters, searchPage, searchQuery } from '../search.ts';
-
-const ApiKey = Type.Object({
-  id: Id,
-  name: Type.String(),
-  prefix: Type.String({ description: 'The first characters of the key, to tell keys apart' }),
-  created_at: Timestamp,
-  last_used_at: Nullable(Timestamp),
-});
-const NewApiKey = Type.Object({
-  ...ApiKey.properties,
-  key: Type.String({ description: 'The full key. Shown in this response only: store it now.' }),
-});
-const ApiKeyBody = WritableBody({ name: Type.String({ minLength: 1, maxLength: 255 }) }, ['id', 'prefix', 'created_at', 'last_used_at']);
-const FILTERS: Filters = { id: { kind: 'id', column: 'id' }, name: { kind: 'text', column: 'name' } };
+import { type Principal, requireReachable } from '../../identity/access.ts';
+import {
+  API_KEY_FILTERS,
+  ApiKey,
+  ApiKeyBody,
+  createApiKey,
+  findLiveApiKey,
+  NewApiKey,
+  revokeApiKey,
+  searchApiKeys,
+  toApiKey,
+} from '../../identity/api-keys.ts';
+import { Success } from '../../json-schema.ts';
+import type { RoutePlugin } from '../context.ts';
+import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
+import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 
 /** API keys: anyone who may reach a user may list, create and revoke that user's keys. */
-export async function apiKeyRoutes(app: App, { database: { db }, config }: AppContext): Promise<void> {
+export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['API keys'];
   const errors = problems(...AUTHENTICATED_ERRORS);
+  const reachableKey = async (principal: Principal, id: number) =>
+    requireReachable(principal, await findLiveApiKey(db, id), 'API key', id).row;
 
   app.get(
     '/users/:user_id/api_keys',
     {
+      config: { owner: 'user_id' },
       schema: {
         tags,
         summary: "List a user's live keys",
         params: UserIdParams,
-        querystring: searchQuery(FILTERS),
+        querystring: searchQuery(API_KEY_FILTERS),
         response: { 200: envelopeSchema(ApiKey), ...errors },
       },
     },
-    async (request) => {
-      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
-      const query = db.selectFrom('api_keys').selectAll().where('user_id', '=', user.id).where('revoked_at', 'is', null);
-      return searchPage(query, FILTERS, request.query, request, config.publicUrl, 'id', toApiKey);
-    },
+    async (request) => envelope(await searchApiKeys(db, request.owner.id, request.query), toApiKey, request, config.publicUrl),
   );
 
   app.post(
     '/users/:user_id/api_keys',
     {
+      config: { owner: 'user_id' },
       schema: {
         tags,
         summary: 'Create a key (the full key is in this response only)',
@@ -55,8 +50,7 @@ export async function apiKeyRoutes(app: App, { database: { db }, config }: AppCo
       },
     },
     async (request, reply) => {
-      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
-      const { key, row } = await createApiKey(db, user.id, request.body.name);
+      const { key, row } = await createApiKey(db, request.owner.id, request.body.name);
       return reply
         .code(201)
         .header('Location', `${config.publicUrl}/v3/api_keys/${row.id}`)
@@ -83,18 +77,8 @@ export async function apiKeyRoutes(app: App, { database: { db }, config }: AppCo
     },
     async (request) => {
       const key = await reachableKey(request.principal, request.params.id);
-      await revokeApiKey(db, key.id);
+      await revokeApiKey(db, key.id, clock());
       return { success: true };
     },
   );
-
-  async function reachableKey(principal: Parameters<typeof requireReachableResource>[0], id: number) {
-    const found = await findLiveApiKey(db, id);
-    return requireReachableResource(
-      principal,
-      found && { owner: { id: found.user_id, team_id: found.team_id, roles: found.roles }, row: found },
-      'API key',
-      id,
-    );
-  }
-}
+};

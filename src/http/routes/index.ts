@@ -1,5 +1,6 @@
-import type { App, AppContext } from '../../app.ts';
+import type { AppContext } from '../../context.ts';
 import { webPages } from '../../web/index.ts';
+import type { App } from '../context.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { contactRoutes } from './contacts.ts';
 import { mediaRoutes } from './media.ts';

@@ -2,36 +2,31 @@ import { join } from 'node:path';
 import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Static, Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
+import type { AppContext } from '../../context.ts';
 import type { MediaRow } from '../../db/schema.ts';
-import { type Principal, requireReachableResource, requireReachableUser } from '../../identity/access.ts';
-import { findUser } from '../../identity/users.ts';
+import { DomainError, validationError } from '../../errors.ts';
+import { type Principal, requireReachable } from '../../identity/access.ts';
+import { Success, WritableBody } from '../../json-schema.ts';
 import { AUDIO_COLLECTION } from '../../media/detect.ts';
-import { MediaRejectedError } from '../../media/errors.ts';
+import { mediaRejected } from '../../media/errors.ts';
 import { type MediaIntake, prepareStaging } from '../../media/ingest.ts';
-import { findMediaByToken, findMediaWithOwner, readableSize, softDeleteMedia, toApiMedia } from '../../media/media.ts';
+import {
+  findMedia,
+  findMediaByToken,
+  MEDIA_FILTERS,
+  Media,
+  readableSize,
+  searchMedia,
+  softDeleteMedia,
+  toApiMedia,
+} from '../../media/media.ts';
 import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
 import { parseRange } from '../byte-range.ts';
+import type { App } from '../context.ts';
 import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
-import { HttpError, validationError } from '../problems.ts';
-import { AUTHENTICATED_ERRORS, Id, IdParams, Nullable, problems, Success, Timestamp, UserIdParams, WritableBody } from '../schemas.ts';
-import { envelopeSchema, type Filters, searchPage, searchQuery } from '../search.ts';
-
-/** The specification's media table; voicemail drops embed it as `media`. */
-export const Media = Type.Object({
-  id: Id,
-  name: Type.String(),
-  file_name: Type.String(),
-  collection_name: Type.String(),
-  mime_type: Type.String({ examples: ['audio/mpeg'] }),
-  size: Type.Integer({ minimum: 0, description: 'Bytes' }),
-  readable_size: Type.String({ examples: ['649.17 KB'] }),
-  full_url: Type.String({ description: 'Public, unguessable address of the file; no key needed' }),
-  download_url: Type.String({ description: 'The file as an attachment; needs a key' }),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  deleted_at: Nullable(Timestamp),
-});
+import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
+import { HttpError } from '../problems.ts';
+import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 
 const UrlBody = WritableBody(
   {
@@ -52,13 +47,6 @@ const UploadForm = Type.Unsafe({
   required: ['file'],
 });
 
-const FILTERS: Filters = {
-  id: { kind: 'id', column: 'id' },
-  name: { kind: 'text', column: 'name' },
-  file_name: { kind: 'text', column: 'file_name' },
-  collection_name: { kind: 'exact', column: 'collection_name' },
-  mime_type: { kind: 'exact', column: 'mime_type' },
-};
 const TOKEN = /^[A-Za-z0-9_-]{32}$/;
 
 /**
@@ -68,6 +56,7 @@ const TOKEN = /^[A-Za-z0-9_-]{32}$/;
  */
 export async function mediaRoutes(app: App, { database: { db }, config, clock }: AppContext): Promise<void> {
   const tags = ['Media'];
+  const reachableMedia = async (principal: Principal, id: number) => requireReachable(principal, await findMedia(db, id), 'Media', id).row;
   const errors = problems(...AUTHENTICATED_ERRORS);
   const storage = await openMediaStorage(config);
   const intake: MediaIntake = { db, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
@@ -82,24 +71,29 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
   app.get(
     '/v3/users/:user_id/media',
     {
+      config: { owner: 'user_id' },
       schema: {
         tags,
         summary: "Search a user's media",
         params: UserIdParams,
-        querystring: searchQuery(FILTERS),
+        querystring: searchQuery(MEDIA_FILTERS),
         response: { 200: envelopeSchema(Media), ...errors },
       },
     },
     async (request) => {
-      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
-      const query = db.selectFrom('media').selectAll().where('user_id', '=', user.id).where('deleted_at', 'is', null);
-      return searchPage(query, FILTERS, request.query, request, config.publicUrl, 'id', (row) => toApiMedia(row, config.publicUrl));
+      return envelope(
+        await searchMedia(db, request.owner.id, request.query),
+        (row) => toApiMedia(row, config.publicUrl),
+        request,
+        config.publicUrl,
+      );
     },
   );
 
   app.post(
     '/v3/users/:user_id/media',
     {
+      config: { owner: 'user_id' },
       schema: {
         tags,
         summary: 'Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)',
@@ -110,22 +104,18 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
       },
     },
     async (request, reply) => {
-      const user = requireReachableUser(request.principal, await findUser(db, request.params.user_id), request.params.user_id);
+      const user = request.owner;
       let row: MediaRow;
-      try {
-        if (request.isMultipart()) {
-          // Refuse a body that cannot fit before reading any of it.
-          if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
-            throw new MediaRejectedError('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
-          }
-          row = await createFromUpload(request, intake, user.id);
-        } else if (request.body === undefined) {
-          throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
-        } else {
-          row = await createFromUrl(request.body as Static<typeof UrlBody>, intake, user.id, config);
+      if (request.isMultipart()) {
+        // Refuse a body that cannot fit before reading any of it.
+        if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
+          throw mediaRejected('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
         }
-      } catch (error) {
-        throw asHttpError(error);
+        row = await createFromUpload(request, intake, user.id);
+      } else if (request.body === undefined) {
+        throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
+      } else {
+        row = await createFromUrl(request.body as Static<typeof UrlBody>, intake, user.id, config);
       }
       return reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
     },
@@ -150,7 +140,7 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
     async (request) => {
       const media = await reachableMedia(request.principal, request.params.id);
       const deleted = await softDeleteMedia(db, media.user_id, media.id, clock());
-      if (!deleted) throw new HttpError('not_found', `Media ${media.id} does not exist.`);
+      if (!deleted) throw new DomainError('not_found', `Media ${media.id} does not exist.`);
       // The row stays (drops that used it still show it); the bytes go, as the owner asked.
       await storage
         .delete(deleted.storage_key)
@@ -187,23 +177,6 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
       return sendFile(request, reply, storage, media, 'inline');
     },
   });
-
-  async function reachableMedia(principal: Principal, id: number): Promise<MediaRow> {
-    const found = await findMediaWithOwner(db, id);
-    return requireReachableResource(
-      principal,
-      found && { owner: { id: found.user_id, team_id: found.team_id, roles: found.roles }, row: found },
-      'Media',
-      id,
-    );
-  }
-}
-
-/** A refused file as the API reports it: too large is 413, anything else a 400 naming the field. */
-function asHttpError(error: unknown): unknown {
-  if (!(error instanceof MediaRejectedError)) return error;
-  if (error.reason === 'too_large') return new HttpError('payload_too_large', error.message);
-  return validationError({ [error.field]: [error.message] });
 }
 
 /** Sends a stored file, whole or one byte range of it; HEAD gets the same headers without reading it. */

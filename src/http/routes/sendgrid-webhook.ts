@@ -1,7 +1,8 @@
 import { Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
+import type { AppContext } from '../../context.ts';
+import { checkSignature, readSendgridBatch } from '../../email/sendgrid-events.ts';
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
-import { checkSignature, readSendgridBatch } from '../../sending/email/sendgrid-events.ts';
+import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
+import type { AppContext } from '../../context.ts';
+import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 

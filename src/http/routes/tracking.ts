@@ -1,8 +1,9 @@
 import formbody from '@fastify/formbody';
 import { Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
-import { loadTrackingTokens } from '../../sending/email/tokens.ts';
-import { findClickTarget, recipientStatus, recordClick, recordOpen, recordUnsubscribe } from '../../sending/email/tracking.ts';
+import type { AppContext } from '../../context.ts';
+import { loadTrackingTokens } from '../../email/tokens.ts';
+import { findClickTarget, recipientStatus, recordClick, recordOpen, recordUnsubscribe } from '../../email/tracking.ts';
+import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 import { sendUnsubscribePage } from '../unsubscribe-page.ts';

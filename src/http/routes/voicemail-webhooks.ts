@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Type } from 'typebox';
-import type { App, AppContext } from '../../app.ts';
+import type { AppContext } from '../../context.ts';
 import { recordOutcomes } from '../../voicemail/dispositions.ts';
-import { checkDropCowboySignature, DROPCOWBOY_SOURCE, readDropCowboyEvents } from '../../voicemail/drop-cowboy.ts';
-import { readDispositions, SLYBROADCAST_SOURCE, slybroadcastCallbackToken } from '../../voicemail/slybroadcast.ts';
+import { checkDropCowboySignature, DROPCOWBOY_SOURCE, readDropCowboyEvents } from '../../voicemail/providers/drop-cowboy.ts';
+import { readDispositions, SLYBROADCAST_SOURCE, slybroadcastCallbackToken } from '../../voicemail/providers/slybroadcast.ts';
+import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 

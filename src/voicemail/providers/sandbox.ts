@@ -2,11 +2,11 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { PgBoss } from 'pg-boss';
-import type { Config } from '../config.ts';
-import type { Db } from '../db/database.ts';
-import type { Clock } from '../time.ts';
-import { recordOutcomes } from './dispositions.ts';
-import type { VoicemailAdapter } from './providers.ts';
+import type { Config } from '../../config.ts';
+import type { Db } from '../../db/database.ts';
+import type { Clock } from '../../time.ts';
+import { recordOutcomes } from '../dispositions.ts';
+import type { VoicemailAdapter } from '../providers.ts';
 
 /**
  * The Sandbox provider, for trials and tests: it accepts every drop, writes it to

@@ -1,7 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { DropCowboyConfig } from '../config.ts';
-import type { ProviderOutcome } from './dispositions.ts';
-import { describeFetchError, type VoicemailAdapter } from './providers.ts';
+import type { DropCowboyConfig } from '../../config.ts';
+import type { ProviderOutcome } from '../dispositions.ts';
+import { describeFetchError, type VoicemailAdapter } from '../providers.ts';
 
 /**
  * Drop Cowboy, API v2 (PROVIDERS.md): a JSON POST per drop authenticated by `x-key`/`x-secret`,

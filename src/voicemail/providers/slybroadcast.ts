@@ -1,9 +1,9 @@
-import type { SlybroadcastConfig } from '../config.ts';
-import type { Db } from '../db/database.ts';
-import { ensureSecret } from '../db/secrets.ts';
-import { zonedInstant } from './calling-hours.ts';
-import type { ProviderOutcome } from './dispositions.ts';
-import { describeFetchError, type SubmitResult, type VoicemailAdapter } from './providers.ts';
+import type { SlybroadcastConfig } from '../../config.ts';
+import type { Db } from '../../db/database.ts';
+import { ensureSecret } from '../../db/secrets.ts';
+import { zonedInstant } from '../calling-hours.ts';
+import type { ProviderOutcome } from '../dispositions.ts';
+import { describeFetchError, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
 
 /**
  * Slybroadcast (PROVIDERS.md): one form-encoded endpoint, plain-text replies, and a disposition

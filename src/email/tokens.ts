@@ -1,6 +1,6 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
-import type { Db } from '../../db/database.ts';
-import { ensureSecret } from '../../db/secrets.ts';
+import type { Db } from '../db/database.ts';
+import { ensureSecret } from '../db/secrets.ts';
 
 /**
  * The signed tokens in an email's open pixel, click redirects and unsubscribe link. A token names

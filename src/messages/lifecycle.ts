@@ -1,4 +1,4 @@
-import { type FieldErrors, validationError } from '../http/problems.ts';
+import { type FieldErrors, validationError } from '../errors.ts';
 import type { Clock } from '../time.ts';
 
 /**

@@ -1,6 +1,6 @@
-import type { Db } from '../../db/database.ts';
-import type { ContactStatus } from '../../db/schema.ts';
-import { type DeliveryEvent, type DeliveryEventType, recordDeliveryEvents } from '../delivery-events.ts';
+import type { Db } from '../db/database.ts';
+import type { ContactStatus } from '../db/schema.ts';
+import { type DeliveryEvent, type DeliveryEventType, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { composeHtml, linksIn } from './render.ts';
 
 /**

@@ -16,5 +16,7 @@ export const COUNTERS = [
   'failed',
 ] as const;
 export type Counter = (typeof COUNTERS)[number];
-export type MessageKind = 'voicemail_drop' | 'templated_email';
 export type Reporting = { date: null } & Record<Counter, number>;
+
+/** Counter rows per message: concurrent writers mostly hit different rows. */
+export const COUNTER_SHARDS = 16;

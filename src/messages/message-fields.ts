@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
-import { MESSAGE_STATUSES, SEND_TYPES } from '../messaging/lifecycle.ts';
-import { COUNTERS } from '../messaging/reporting.ts';
-import { Nullable, StringEnum } from './schemas.ts';
+import { Nullable, StringEnum } from '../json-schema.ts';
+import { MESSAGE_STATUSES, SEND_TYPES } from './lifecycle.ts';
+import { COUNTERS } from './reporting.ts';
 
 /**
  * Schema pieces and small rules shared by the two message resources (voicemail drops and

@@ -1,7 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../identity/access.ts';
-import { COUNTERS, type MessageKind, type Reporting } from './reporting.ts';
+import type { MessageKind } from './kinds.ts';
+import { COUNTERS, type Reporting } from './reporting.ts';
 
 /** A message as read: its row, its counters summed over their shards, its owner, and any joined extras. */
 export interface MessageView<Row> {

@@ -1,6 +1,6 @@
-import type { Config } from '../../config.ts';
-import type { Db } from '../../db/database.ts';
-import type { Channel } from '../channel.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/database.ts';
+import type { Channel } from '../sending/channel.ts';
 import { type PreparedEmail, renderEmail } from './render.ts';
 import type { TrackingTokens } from './tokens.ts';
 import type { MailTransport } from './transport.ts';

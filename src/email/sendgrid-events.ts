@@ -1,5 +1,5 @@
 import { type KeyObject, verify } from 'node:crypto';
-import type { DeliveryEvent, DeliveryEventType } from '../delivery-events.ts';
+import type { DeliveryEvent, DeliveryEventType } from '../sending/delivery-events.ts';
 
 /**
  * SendGrid's Event Webhook (PROVIDERS.md "SendGrid Event Webhook"): checking that a post really

@@ -1,8 +1,8 @@
 import { Type } from 'typebox';
 import { contactFullName } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
-import type { FieldErrors } from '../http/problems.ts';
-import { Id, StringEnum } from '../http/schemas.ts';
+import type { FieldErrors } from '../errors.ts';
+import { Id, StringEnum } from '../json-schema.ts';
 
 /**
  * Recipients (both resources) and exclusions (templated emails): `{group, value, label}` where

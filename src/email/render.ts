@@ -1,6 +1,6 @@
-import type { TemplatedEmailRow } from '../../db/schema.ts';
-import { htmlToText } from '../../messaging/templated-emails.ts';
-import type { ClaimedDelivery } from '../deliveries.ts';
+import type { TemplatedEmailRow } from '../db/schema.ts';
+import type { ClaimedDelivery } from '../sending/deliveries.ts';
+import { htmlToText } from './email-text.ts';
 import { MAX_LINK_INDEX, type TrackingTokens } from './tokens.ts';
 import type { OutgoingEmail } from './transport.ts';
 

@@ -1,10 +1,10 @@
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import type { DeliveryRow, DeliveryState } from '../db/schema.ts';
-import type { MessageKind } from '../messaging/reporting.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
-import { Id, Nullable, StringEnum, Timestamp } from './schemas.ts';
-import type { Filters } from './search.ts';
+import type { MessageKind } from './kinds.ts';
 
 /**
  * `GET /{voicemail_drops|templated_emails}/{id}/deliveries`: the delivery ledger of one message,
@@ -58,9 +58,9 @@ type ListedDelivery = Pick<
   | 'updated_at'
 >;
 
-/** The deliveries of one message (alias `d`), for `searchPage` to filter and page. */
-export function selectDeliveries(db: Db, message: { kind: MessageKind; id: number; user_id: number }) {
-  return db
+/** One page of the deliveries of one message, filtered by `DELIVERY_FILTERS`. */
+export function searchDeliveries(db: Db, kind: MessageKind, message: { id: number; user_id: number }, params: SearchParams) {
+  const query = db
     .selectFrom('deliveries as d')
     .select([
       'd.id',
@@ -76,8 +76,9 @@ export function selectDeliveries(db: Db, message: { kind: MessageKind; id: numbe
       'd.updated_at',
     ])
     .where('d.user_id', '=', message.user_id)
-    .where('d.message_kind', '=', message.kind)
+    .where('d.message_kind', '=', kind)
     .where('d.message_id', '=', message.id);
+  return runSearch(query, DELIVERY_FILTERS, params, 'd.id');
 }
 
 export function toApiDelivery(row: ListedDelivery) {

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import nodemailer from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type Mail from 'nodemailer/lib/mailer/index.js';
-import type { Config } from '../../config.ts';
-import type { DeliveryOutcome } from '../channel.ts';
+import type { Config } from '../config.ts';
+import type { DeliveryOutcome } from '../sending/channel.ts';
 import { composeMime } from './compose-mime.ts';
 import { SmtpPool } from './smtp-pool.ts';
 

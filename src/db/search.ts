@@ -1,12 +1,10 @@
-import type { FastifyRequest } from 'fastify';
 import { type Expression, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
-import { type TSchema, Type } from 'typebox';
-import { Id, StringEnum } from './schemas.ts';
 
 /**
  * Search on a collection, as the specification and DESIGN.md §6 describe it: query parameters
  * named after scalar fields are filters, all OR-ed together (several parameters, or one repeated);
- * `page` and `per_page` select the page; rows come in `id` order inside the Laravel-style envelope.
+ * `page` and `per_page` select the page; rows come in `id` order. The HTTP layer (http/paging.ts)
+ * reads the parameters and wraps the result in the Laravel-style envelope.
  */
 export type FilterSpec =
   | { kind: 'id'; column: string }
@@ -17,53 +15,16 @@ export type Filters = Record<string, FilterSpec>;
 
 export const DEFAULT_PER_PAGE = 15;
 export const MAX_PER_PAGE = 100;
-const MAX_FILTER_VALUES = 50;
-
-/** The querystring schema of a search: each filter repeatable, plus `page` and `per_page`. */
-export function searchQuery(filters: Filters) {
-  const properties: Record<string, TSchema> = {
-    page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 })),
-    per_page: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PER_PAGE, default: DEFAULT_PER_PAGE })),
-  };
-  for (const [name, spec] of Object.entries(filters)) {
-    properties[name] = Type.Optional(Type.Array(filterValue(spec), { maxItems: MAX_FILTER_VALUES }));
-  }
-  return Type.Object(properties, { additionalProperties: false });
-}
-
-function filterValue(spec: FilterSpec): TSchema {
-  switch (spec.kind) {
-    case 'id':
-      return Id;
-    case 'enum':
-      return StringEnum(spec.values);
-    default:
-      return Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000]*$' });
-  }
-}
-
-export function envelopeSchema<T extends TSchema>(item: T) {
-  return Type.Object({
-    data: Type.Array(item),
-    links: Type.Object({
-      first: Type.String(),
-      last: Type.String(),
-      prev: Type.Union([Type.String(), Type.Null()]),
-      next: Type.Union([Type.String(), Type.Null()]),
-    }),
-    meta: Type.Object({
-      current_page: Type.Integer(),
-      from: Type.Union([Type.Integer(), Type.Null()]),
-      last_page: Type.Integer(),
-      path: Type.String(),
-      per_page: Type.Integer(),
-      to: Type.Union([Type.Integer(), Type.Null()]),
-      total: Type.Integer(),
-    }),
-  });
-}
 
 export type SearchParams = { page?: number; per_page?: number } & Record<string, unknown>;
+
+/** One page of a search: its rows, where it sits, and how many rows match in all. */
+export interface SearchResult<Row> {
+  rows: Row[];
+  page: number;
+  perPage: number;
+  total: number;
+}
 
 function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
@@ -98,17 +59,14 @@ export function filterCondition(eb: ExpressionBuilder<any, any>, filters: Filter
  * the page's ids, and `rowsByIds` reads those rows with whatever they join (one statement whose
  * text never changes, so it is prepared once).
  */
-export async function searchPage<Row, Out>(
+export async function runSearch<Row>(
   // biome-ignore lint/suspicious/noExplicitAny: any table
   query: SelectQueryBuilder<any, any, Row>,
   filters: Filters,
   params: SearchParams,
-  request: FastifyRequest,
-  publicUrl: string,
   idColumn: string,
-  toApi: (row: Row) => Out,
-  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<object[]> } = {},
-) {
+  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<Row[]> } = {},
+): Promise<SearchResult<Row>> {
   const { counts, rowsByIds } = options;
   const page = params.page ?? 1;
   const perPage = params.per_page ?? DEFAULT_PER_PAGE;
@@ -125,7 +83,7 @@ export async function searchPage<Row, Out>(
         .execute()
         .then(async (found) => {
           const ids = (found as { id: number | string }[]).map((row) => Number(row.id));
-          const byId = new Map((await rowsByIds(ids)).map((row) => [Number((row as { id: number }).id), row as Row]));
+          const byId = new Map((await rowsByIds(ids)).map((row) => [Number((row as { id: number }).id), row]));
           // A row deleted between the two statements is left out.
           return [ids.flatMap((id) => byId.get(id) ?? []), ids.length];
         })
@@ -136,7 +94,7 @@ export async function searchPage<Row, Out>(
   };
   if (!counts) {
     const [[rows], total] = await Promise.all([pageRows, count()]);
-    return envelope(rows.map(toApi), { page, perPage, total }, request, publicUrl);
+    return { rows, page, perPage, total };
   }
 
   // The collection's version is read before the count starts: a change after that moment gives it
@@ -152,7 +110,7 @@ export async function searchPage<Row, Out>(
     total = known ?? (await count());
     if (known === undefined) counts.cache.set(key, version, total);
   }
-  return envelope(rows.map(toApi), { page, perPage, total }, request, publicUrl);
+  return { rows, page, perPage, total };
 }
 
 /**
@@ -187,41 +145,4 @@ export interface VersionedCounts {
   key: string;
   /** The current version of those rows. */
   version: () => Promise<string>;
-}
-
-export function envelope<T>(
-  data: T[],
-  paging: { page: number; perPage: number; total: number },
-  request: FastifyRequest,
-  publicUrl: string,
-) {
-  const { page, perPage, total } = paging;
-  const lastPage = Math.max(1, Math.ceil(total / perPage));
-  const [path = '', queryString = ''] = request.url.split('?');
-  const base = `${publicUrl}${path}`;
-  const link = (n: number) => {
-    const query = new URLSearchParams(queryString);
-    query.delete('page');
-    query.append('page', String(n));
-    return `${base}?${query.toString()}`;
-  };
-  const from = data.length > 0 ? (page - 1) * perPage + 1 : null;
-  return {
-    data,
-    links: {
-      first: link(1),
-      last: link(lastPage),
-      prev: page > 1 ? link(page - 1) : null,
-      next: page < lastPage ? link(page + 1) : null,
-    },
-    meta: {
-      current_page: page,
-      from,
-      last_page: lastPage,
-      path: base,
-      per_page: perPage,
-      to: from === null ? null : from + data.length - 1,
-      total,
-    },
-  };
 }

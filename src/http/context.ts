@@ -1,0 +1,35 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
+import type { AppContext } from '../context.ts';
+import type { UserRow } from '../db/schema.ts';
+import type { Principal } from '../identity/access.ts';
+
+/** The Fastify instance with TypeBox types, as every route plugin receives it. */
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+/** A route plugin: registered with `app.register(plugin, ctx)`, so its routes live in a scope of their own. */
+export type RoutePlugin = (app: App, ctx: AppContext) => Promise<void>;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Reachable without an API key. */
+    public?: boolean;
+    /**
+     * The path parameter naming the user a route acts for (`/users/:user_id/…`). The owner is
+     * loaded and checked against the access rule before the handler runs (http/owner.ts), and
+     * handed to it as `request.owner`.
+     */
+    owner?: 'user_id' | 'id';
+  }
+  interface FastifyRequest {
+    principal: Principal;
+    /** The user named by the route's `owner` parameter, reachable by the caller. */
+    owner: UserRow;
+  }
+}

@@ -1,0 +1,18 @@
+import type { FastifyRequest } from 'fastify';
+import type { Db } from '../db/database.ts';
+import { requireReachableUser } from '../identity/access.ts';
+import { findUser } from '../identity/users.ts';
+
+/**
+ * The access rule for routes that act for a user (`/users/:user_id/…`, `/users/:id`): a route
+ * declares `config: { owner: 'user_id' }` and this hook, run before its handler, loads that user
+ * and checks that the caller may reach them. The handler then finds the user in `request.owner`.
+ */
+export function ownerHook(db: Db) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const param = request.routeOptions.config.owner;
+    if (!param) return;
+    const id = (request.params as Record<string, number>)[param] as number;
+    request.owner = requireReachableUser(request.principal, await findUser(db, id), id);
+  };
+}

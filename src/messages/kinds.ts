@@ -1,0 +1,20 @@
+import type { Database, TemplatedEmailRow, VoicemailDropRow } from '../db/schema.ts';
+
+/**
+ * The two kinds of message, each with its table. The rest of `messages/` (lifecycle, recipients,
+ * counters, writes) is shared by both; what sets a kind apart lives in its own module
+ * (`voicemail/drops.ts`, `email/templated-emails.ts`).
+ */
+export const MESSAGE_KINDS = ['voicemail_drop', 'templated_email'] as const;
+export type MessageKind = (typeof MESSAGE_KINDS)[number];
+
+export const MESSAGE_TABLES = {
+  voicemail_drop: 'voicemail_drops',
+  templated_email: 'templated_emails',
+} as const satisfies Record<MessageKind, keyof Database>;
+export type MessageTable = (typeof MESSAGE_TABLES)[MessageKind];
+
+export interface MessageRows {
+  templated_email: TemplatedEmailRow;
+  voicemail_drop: VoicemailDropRow;
+}

@@ -1,0 +1,143 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { AppContext } from '../context.ts';
+import type { Db } from '../db/database.ts';
+import { validationError } from '../errors.ts';
+import { MESSAGE_TABLES, type MessageKind } from './kinds.ts';
+import { deletionRefusal, type MessageStatus } from './lifecycle.ts';
+
+/**
+ * The writes every message kind shares: create, update and delete, each keeping the status rules
+ * and the due job of a scheduled message together with the row. Each kind's module
+ * (`voicemail/drops.ts`, `email/templated-emails.ts`) checks its own fields and calls these.
+ */
+export type WriteContext = Pick<AppContext, 'database' | 'queue' | 'clock'>;
+
+/** The columns of a message that the writes check against. */
+export interface CheckedMessage {
+  id: number;
+  user_id: number;
+  status: MessageStatus;
+  send_at: Date | null;
+}
+
+/** Tries of an update or delete whose message changed under it before the conflict is reported. */
+const MAX_ATTEMPTS = 3;
+
+/**
+ * A message that became Scheduled, or got a new send time, gets its due job in the same
+ * transaction as the change: both are kept or neither. The job it may already have goes stale.
+ */
+async function scheduleIfDue(
+  ctx: WriteContext,
+  trx: Db,
+  kind: MessageKind,
+  id: number,
+  before: { status: string; send_at: Date | null } | undefined,
+  after: { status?: unknown; send_at?: unknown },
+): Promise<void> {
+  const sendAt = after.send_at;
+  if (after.status !== 'Scheduled' || !(sendAt instanceof Date)) return;
+  if (before?.status === 'Scheduled' && before.send_at?.getTime() === sendAt.getTime()) return;
+  await ctx.queue.scheduleDue(trx, { kind, id, sendAt: sendAt.toISOString() });
+}
+
+/** Creates a message: the row (written by `insert`) and, when it is due, its due job, in one transaction. */
+export async function createMessage(
+  ctx: WriteContext,
+  kind: MessageKind,
+  insert: (trx: Db) => Promise<{ id: number; status: MessageStatus; send_at: Date | null }>,
+): Promise<number> {
+  return ctx.database.db.transaction().execute(async (trx) => {
+    const row = await insert(trx);
+    await scheduleIfDue(ctx, trx, kind, row.id, undefined, row);
+    return row.id;
+  });
+}
+
+/**
+ * Applies an update to the message as it was checked. `changes` validates the body against the
+ * current row and returns the columns to write; a body that changes nothing writes nothing. If the
+ * sending engine moved the message on meanwhile (Scheduled → Sending), it is read again (`reload`)
+ * and checked against its new state (`reload` throws when it is gone). Returns the message as read
+ * after the write.
+ */
+export async function updateMessage<View extends { row: CheckedMessage }>(
+  ctx: WriteContext,
+  kind: MessageKind,
+  view: View,
+  reload: (id: number) => Promise<View>,
+  changes: (row: View['row']) => Promise<Record<string, unknown>>,
+): Promise<View> {
+  const table = MESSAGE_TABLES[kind];
+  let current = view;
+  for (let attempt = 1; ; attempt++) {
+    const { row } = current;
+    const values = await changes(row);
+    if (isUnchanged(row, values)) return current;
+    const written = await ctx.database.db.transaction().execute(async (trx) => {
+      const { numUpdatedRows } = await trx
+        .updateTable(table)
+        .set({ ...values, updated_at: ctx.clock() })
+        .where('id', '=', row.id)
+        .where('user_id', '=', row.user_id)
+        .where('status', '=', row.status)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst();
+      if (numUpdatedRows === 0n) return false;
+      await scheduleIfDue(ctx, trx, kind, row.id, row, {
+        status: values.status ?? row.status,
+        send_at: 'send_at' in values ? values.send_at : row.send_at,
+      });
+      return true;
+    });
+    current = await reload(row.id);
+    if (written) return current;
+    if (attempt >= MAX_ATTEMPTS) throw concurrentChange();
+  }
+}
+
+/**
+ * Soft-deletes a message. Deleted rows are invisible to the sending engine, so a scheduled message
+ * is never sent; the status condition keeps a message that has just started sending from being
+ * deleted (it is read again and refused).
+ */
+export async function deleteMessage<Row extends CheckedMessage>(
+  ctx: WriteContext,
+  kind: MessageKind,
+  row: Row,
+  reload: (id: number) => Promise<{ row: Row }>,
+): Promise<void> {
+  let current = row;
+  for (let attempt = 1; ; attempt++) {
+    const refusal = deletionRefusal(current.status);
+    if (refusal) throw validationError({ status: [refusal] });
+    const { numUpdatedRows } = await ctx.database.db
+      .updateTable(MESSAGE_TABLES[kind])
+      .set({ deleted_at: ctx.clock() })
+      .where('id', '=', current.id)
+      .where('user_id', '=', current.user_id)
+      .where('status', '=', current.status)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (numUpdatedRows > 0n) return;
+    if (attempt >= MAX_ATTEMPTS) throw concurrentChange();
+    current = (await reload(current.id)).row;
+  }
+}
+
+function concurrentChange() {
+  return validationError({ status: ['changed while the request was processed; read the message and try again'] });
+}
+
+/** True when every column of `values` already holds that value in `row`. */
+function isUnchanged(row: object, values: Record<string, unknown>): boolean {
+  const stored = row as Record<string, unknown>;
+  return Object.entries(values).every(([column, value]) => sameValue(stored[column], value));
+}
+
+function sameValue(stored: unknown, next: unknown): boolean {
+  if (stored instanceof Date && next instanceof Date) return stored.getTime() === next.getTime();
+  // jsonb columns are written as JSON text and read back parsed.
+  if (typeof next === 'string' && typeof stored === 'object' && stored !== null) return isDeepStrictEqual(stored, JSON.parse(next));
+  return stored === next;
+}
