@@ -3,7 +3,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { foldLines } from 'nodemailer/lib/mime-funcs';
 import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as quotedPrintable, wrap } from 'nodemailer/lib/qp';
-import type { OutgoingEmail } from './transport.ts';
+import type { OutgoingEmail } from './render.ts';
 
 /**
  * The RFC 5322 text of a rendered email, built directly: a multipart/alternative message with a

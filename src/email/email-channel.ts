@@ -2,6 +2,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { Channel } from '../sending/channel.ts';
 import { type PreparedEmail, renderEmail } from './render.ts';
+import { findSignatureBody } from './signatures.ts';
 import type { TrackingTokens } from './tokens.ts';
 import type { MailTransport } from './transport.ts';
 
@@ -18,16 +19,11 @@ export function emailChannel(
   const domain = new URL(config.publicUrl).hostname;
   return {
     async prepare(message) {
-      const signature =
+      const signatureHtml =
         message.signature_id === null
           ? undefined
-          : await db
-              .selectFrom('signatures')
-              .select('body')
-              .where('id', '=', message.signature_id)
-              .where('user_id', '=', message.user_id)
-              .executeTakeFirst();
-      return { message, signatureHtml: signature?.body ?? null, from: config.mailFrom, domain, publicUrl: config.publicUrl, tokens };
+          : await findSignatureBody(db, message.user_id, message.signature_id, { evenDeleted: true });
+      return { message, signatureHtml: signatureHtml ?? null, from: config.mailFrom, domain, publicUrl: config.publicUrl, tokens };
     },
     deliver: (prepared, delivery) => transport.send(renderEmail(prepared, delivery), delivery.id),
     close: async () => transport.close(),

@@ -1,8 +1,11 @@
+import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { TemplatedEmailRow } from '../db/schema.ts';
 import type { ClaimedDelivery } from '../sending/deliveries.ts';
 import { htmlToText } from './email-text.ts';
 import { MAX_LINK_INDEX, type TrackingTokens } from './tokens.ts';
-import type { OutgoingEmail } from './transport.ts';
+
+/** A rendered email as nodemailer takes it, with the stable Message-ID of its delivery. */
+export type OutgoingEmail = Mail.Options & { messageId: string };
 
 /** What every email of one templated email shares, loaded once per batch. */
 export interface PreparedEmail {
@@ -20,7 +23,7 @@ type Person = Pick<ClaimedDelivery, 'first_name' | 'last_name'>;
 type Content = Pick<PreparedEmail, 'message' | 'signatureHtml'>;
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
 }
 

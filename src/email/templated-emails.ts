@@ -1,6 +1,5 @@
 import { type Insertable, type SqlBool, sql } from 'kysely';
 import { type Static, Type } from 'typebox';
-import { findSignatureBody } from '../contacts/signatures.ts';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import { precompiled } from '../db/precompiled.ts';
@@ -17,6 +16,7 @@ import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../mess
 import { formatTimestamp } from '../time.ts';
 import { isBlankHtml, sanitizeEmailHtml } from './email-html.ts';
 import { renderEmailText } from './email-text.ts';
+import { findSignatureBody } from './signatures.ts';
 import { DEFAULT_GREETINGS, findTemplatedMessage } from './templated-messages.ts';
 
 /**

@@ -2,22 +2,17 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import nodemailer from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
-import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { Config } from '../config.ts';
 import type { DeliveryOutcome } from '../sending/channel.ts';
 import { composeMime } from './compose-mime.ts';
+import type { OutgoingEmail } from './render.ts';
 import { SmtpPool } from './smtp-pool.ts';
-
-export type OutgoingEmail = Mail.Options & { messageId: string };
 
 /** Where rendered emails go: a pooled SMTP connection, or `.eml` files in DATA_DIR/outbox. */
 export interface MailTransport {
   send(email: OutgoingEmail, deliveryId: number): Promise<DeliveryOutcome>;
   close(): void;
 }
-
-// Network trouble on our side of the exchange: worth another try.
-const TEMPORARY_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EPROTOCOL']);
 
 /**
  * SMTP replies decide what a failure is: 4xx is temporary (retried with backoff, counted as
@@ -31,7 +26,7 @@ export function classifySmtpError(error: { responseCode?: number; code?: string;
     const badAddress = [550, 551, 553].includes(code) || /\b5\.1\.\d\b/.test(detail);
     return { kind: 'failed', error: detail, bounce: true, ...(badAddress ? { contactStatus: 'Inactive - Hard Bounce' as const } : {}) };
   }
-  if ((code !== undefined && code >= 400) || TEMPORARY_CODES.has(error.code ?? '')) return { kind: 'deferred', error: detail };
+  // 4xx, and network trouble on either side of the exchange: worth another try.
   return { kind: 'deferred', error: detail };
 }
 

@@ -1,7 +1,7 @@
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../identity/access.ts';
-import type { MessageKind } from './kinds.ts';
+import { MESSAGE_TABLES, type MessageKind, type MessageRows } from './kinds.ts';
 import { COUNTERS, type Reporting } from './reporting.ts';
 
 /** A message as read: its row, its counters summed over their shards, its owner, and any joined extras. */
@@ -13,19 +13,15 @@ export interface MessageView<Row> {
   extras: Record<string, Record<string, unknown>>;
 }
 
-const TABLE_OF = { voicemail_drop: 'voicemail_drops', templated_email: 'templated_emails' } as const satisfies Record<MessageKind, string>;
-
 /**
  * The base query of every message read: the live row (alias `msg`), its counters summed over
  * their shards (a lateral sub-select: one index range per message) and its owner for the access
  * rule. Reads and search pages both use it, so each costs one query. Callers add joins of their
  * own, selecting their columns as `<prefix>__<column>`.
  */
-export function selectMessages(db: Db, kind: MessageKind) {
-  // The table is chosen at run time, which Kysely's types cannot follow.
-  // biome-ignore lint/suspicious/noExplicitAny: see above
-  return (db as unknown as Kysely<any>)
-    .selectFrom(`${TABLE_OF[kind]} as msg`)
+export function selectMessages<K extends MessageKind>(db: Db, kind: K) {
+  return db
+    .selectFrom(sql<MessageRows[K]>`${sql.table(MESSAGE_TABLES[kind])}`.as('msg'))
     .innerJoin('users as u', 'u.id', 'msg.user_id')
     .leftJoinLateral(
       (eb) =>

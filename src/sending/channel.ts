@@ -1,5 +1,5 @@
-import type { ContactStatus, TemplatedEmailRow, VoicemailDropRow } from '../db/schema.ts';
-import type { MessageKind } from '../messages/kinds.ts';
+import type { ContactStatus } from '../db/schema.ts';
+import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import type { ClaimedDelivery } from './deliveries.ts';
 
 /**
@@ -20,11 +20,6 @@ export type DeliveryOutcome =
   | { kind: 'held'; until: Date; reason: string }
   /** Not to be sent at all any more (the contact opted out meanwhile): not counted. */
   | { kind: 'cancelled'; reason: string };
-
-export interface MessageRows {
-  templated_email: TemplatedEmailRow;
-  voicemail_drop: VoicemailDropRow;
-}
 
 export interface Channel<K extends MessageKind = MessageKind, Prepared = unknown> {
   /** Loads once per batch what every delivery of the message shares (template parts, audio URL, …). */

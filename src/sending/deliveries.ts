@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
 import type { MessageKind } from '../messages/kinds.ts';
-import { COUNTERS, type Counter } from '../messages/reporting.ts';
+import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /**
  * The delivery ledger: one row per message and contact (unique), moving through
@@ -13,11 +13,9 @@ import { COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /** Deliveries still to be handed over: the message is not finished while any remain. */
 export const PENDING_STATES: readonly DeliveryState[] = ['queued', 'sending', 'deferred', 'held'];
-/** Counter rows per message: concurrent writers mostly hit different rows. */
-export const COUNTER_SHARDS = 16;
 
+/** What resolving reads of a message: its owner, its recipients and (templated emails) its exclusions. */
 export interface ResolvableMessage {
-  kind: MessageKind;
   id: number;
   user_id: number;
   recipients: StoredRecipient[];
@@ -35,8 +33,8 @@ const ids = (entries: StoredRecipient[] | undefined, group: StoredRecipient['gro
  * by running it again (the unique key makes re-inserting a no-op). Returns the number of
  * deliveries the message has.
  */
-export async function resolveDeliveries(db: Db, message: ResolvableMessage, batchSize = 5000): Promise<number> {
-  const address = message.kind === 'templated_email' ? sql.ref('c.email') : sql.ref('c.phone');
+export async function resolveDeliveries(db: Db, kind: MessageKind, message: ResolvableMessage, batchSize = 5000): Promise<number> {
+  const address = kind === 'templated_email' ? sql.ref('c.email') : sql.ref('c.phone');
   const tags = ids(message.recipients, 'Tags');
   const contacts = ids(message.recipients, 'Contacts');
   const excludedTags = ids(message.exclusions, 'Tags');
@@ -61,7 +59,7 @@ export async function resolveDeliveries(db: Db, message: ResolvableMessage, batc
         LIMIT ${batchSize}
       ), inserted AS (
         INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address)
-        SELECT ${message.user_id}, ${message.kind}, ${message.id}, batch.id, batch.address FROM batch
+        SELECT ${message.user_id}, ${kind}, ${message.id}, batch.id, batch.address FROM batch
         ON CONFLICT (message_kind, message_id, contact_id) DO NOTHING
       )
       SELECT max(id) AS last, count(*) AS n FROM batch`.execute(db);
@@ -72,7 +70,7 @@ export async function resolveDeliveries(db: Db, message: ResolvableMessage, batc
   const counted = await db
     .selectFrom('deliveries')
     .select(sql<string>`count(*)`.as('n'))
-    .where('message_kind', '=', message.kind)
+    .where('message_kind', '=', kind)
     .where('message_id', '=', message.id)
     .executeTakeFirstOrThrow();
   return Number(counted.n);

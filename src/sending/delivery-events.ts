@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryState } from '../db/schema.ts';
-import { COUNTERS, type Counter } from '../messages/reporting.ts';
+import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /**
  * What happened to a delivery after it was handed over, from any source: SendGrid's event
@@ -68,7 +68,6 @@ const EFFECTS: Record<DeliveryEventType, Effect> = {
 const RANK_OF: Partial<Record<DeliveryState, number>> = { delivered: 2, bounced: 3, dropped: 3, failed: 3 };
 /** The same ranks in SQL, for the state a delivery has now. */
 const CURRENT_RANK = sql`(CASE d.state WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 WHEN 'dropped' THEN 3 WHEN 'failed' THEN 3 ELSE 1 END)`;
-const COUNTER_SHARDS = 16;
 
 export interface RecordResult {
   recorded: number;

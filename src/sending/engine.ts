@@ -1,15 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
+import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from './queue.ts';
 import { sendBatch } from './send-batch.ts';
-
-export const MESSAGE_TABLES = { voicemail_drop: 'voicemail_drops', templated_email: 'templated_emails' } as const;
 
 export interface EngineDeps {
   database: DatabaseHandle;
@@ -45,8 +43,6 @@ export interface EngineSettings {
   maxAttempts: number;
   sweepIntervalMs: number;
 }
-
-type AnyRow = MessageRows[MessageKind] & { resolved_at: Date | null; exclusions?: unknown };
 
 /**
  * The sending engine: turns due messages into deliveries and works through them.
@@ -106,13 +102,7 @@ export class SendingEngine {
   }
 
   async handleDue(job: DueJob): Promise<void> {
-    const now = this.#deps.clock();
-    const table = MESSAGE_TABLES[job.kind];
-    const { rows } = await sql<AnyRow>`
-      UPDATE ${sql.table(table)} SET status = 'Sending', sending_at = ${now}, updated_at = ${now}
-      WHERE id = ${job.id} AND status = 'Scheduled' AND send_at = ${new Date(job.sendAt)} AND deleted_at IS NULL
-      RETURNING *`.execute(this.#db);
-    const message = rows[0];
+    const message = await startSending(this.#db, job.kind, job.id, new Date(job.sendAt), this.#deps.clock());
     if (!message) return; // rescheduled, unscheduled or deleted since this job was made
     this.#deps.log.info({ kind: job.kind, id: job.id }, 'message due: sending');
     const deliveries = await this.#resolve(job.kind, message);
@@ -122,13 +112,13 @@ export class SendingEngine {
     for (let i = 0; i < jobs; i++) await this.#deps.queue.requestDelivery({ kind: job.kind, id: job.id });
   }
 
-  async handleDeliver(job: DeliverJob): Promise<void> {
-    const channel = this.#deps.channels[job.kind] as Channel | undefined;
+  async handleDeliver<K extends MessageKind>(job: DeliverJob<K>): Promise<void> {
+    const channel: Channel<K> | undefined = this.#deps.channels[job.kind];
     const started = Date.now();
     let prepared: unknown;
     let preparedFor: Date | undefined;
     while (!this.#stopping) {
-      const message = await this.#load(job.kind, job.id);
+      const message = await loadMessage(this.#db, job.kind, job.id);
       if (!message || message.deleted_at) return;
       const now = this.#deps.clock();
       if (message.status === 'Cancelled') return cancelPendingDeliveries(this.#db, job.kind, job.id, now);
@@ -142,7 +132,7 @@ export class SendingEngine {
         );
       if (Date.now() - started > this.#settings.maxJobMs) return this.#deps.queue.requestDelivery(job);
       if (preparedFor?.getTime() !== message.updated_at.getTime()) {
-        prepared = await channel.prepare(message as never);
+        prepared = await channel.prepare(message);
         preparedFor = message.updated_at;
       }
       const batch = await claimDeliveries(this.#db, job.kind, job.id, this.#settings.batchSize, now, this.#settings.leaseMs);
@@ -156,7 +146,6 @@ export class SendingEngine {
             settings: this.#settings,
             kind: job.kind,
             messageId: job.id,
-            table: MESSAGE_TABLES[job.kind],
             channel,
             prepared,
             stopping: () => this.#stopping,
@@ -171,15 +160,7 @@ export class SendingEngine {
 
   /** Restarts delivery on every message that is sending: what a crashed worker held is taken over. */
   async sweep(): Promise<void> {
-    for (const kind of Object.keys(MESSAGE_TABLES) as MessageKind[]) {
-      const sending = await this.#db
-        .selectFrom(MESSAGE_TABLES[kind])
-        .select('id')
-        .where('status', '=', 'Sending')
-        .where('deleted_at', 'is', null)
-        .execute();
-      for (const { id } of sending) await this.#deps.queue.requestDelivery({ kind, id }, { coalesce: true });
-    }
+    for (const message of await sendingMessages(this.#db)) await this.#deps.queue.requestDelivery(message, { coalesce: true });
   }
 
   /** A failing job is retried by the queue; the log says why it failed. */
@@ -192,21 +173,10 @@ export class SendingEngine {
     }
   }
 
-  async #load(kind: MessageKind, id: number): Promise<AnyRow | undefined> {
-    const { rows } = await sql<AnyRow>`SELECT * FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE id = ${id}`.execute(this.#db);
-    return rows[0];
-  }
-
   /** Resolves the message's recipients into deliveries (once; idempotent) and returns how many it has. */
-  async #resolve(kind: MessageKind, message: AnyRow): Promise<number> {
-    const deliveries = await resolveDeliveries(this.#db, {
-      kind,
-      id: message.id,
-      user_id: message.user_id,
-      recipients: message.recipients,
-      exclusions: 'exclusions' in message ? (message.exclusions as never) : undefined,
-    });
-    await sql`UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET resolved_at = ${this.#deps.clock()} WHERE id = ${message.id}`.execute(this.#db);
+  async #resolve(kind: MessageKind, message: MessageRows[MessageKind]): Promise<number> {
+    const deliveries = await resolveDeliveries(this.#db, kind, message);
+    await markResolved(this.#db, kind, message.id, this.#deps.clock());
     return deliveries;
   }
 
@@ -235,11 +205,7 @@ export class SendingEngine {
 
   /** `Sent`, or `Failed` with a reason; only a message still `Sending` changes (once). */
   async #finish(kind: MessageKind, id: number, failure: string | null): Promise<void> {
-    const now = this.#deps.clock();
     const status = failure ? 'Failed' : 'Sent';
-    const result = await sql`
-      UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET status = ${status}, reason = ${failure}, sent_at = ${now}, updated_at = ${now}
-      WHERE id = ${id} AND status = 'Sending'`.execute(this.#db);
-    if (Number(result.numAffectedRows ?? 0) > 0) this.#deps.log.info({ kind, id, status }, 'message finished');
+    if (await finishSending(this.#db, kind, id, failure, this.#deps.clock())) this.#deps.log.info({ kind, id, status }, 'message finished');
   }
 }

@@ -23,8 +23,8 @@ export interface DueJob {
   /** The `send_at` (ISO) the message had when this job was made. */
   sendAt: string;
 }
-export interface DeliverJob {
-  kind: MessageKind;
+export interface DeliverJob<K extends MessageKind = MessageKind> {
+  kind: K;
   id: number;
 }
 

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { MessageKind } from '../messages/kinds.ts';
+import { messageStatus } from '../messages/message-states.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome } from './channel.ts';
@@ -33,7 +34,6 @@ export interface BatchContext {
   settings: BatchSettings;
   kind: MessageKind;
   messageId: number;
-  table: 'voicemail_drops' | 'templated_emails';
   channel: Channel;
   prepared: unknown;
   /** True once the worker is stopping: nothing more is handed over. */
@@ -78,8 +78,7 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
       });
   }, settings.statusCheckMs);
   async function watchBatch(): Promise<void> {
-    const { rows } = await sql<{ status: string }>`SELECT status FROM ${sql.table(ctx.table)} WHERE id = ${ctx.messageId}`.execute(db);
-    if (rows[0]?.status !== 'Sending' && end === 'done') end = 'cancelled';
+    if ((await messageStatus(db, ctx.kind, ctx.messageId)) !== 'Sending' && end === 'done') end = 'cancelled';
     if (Date.now() - renewedAt < settings.leaseMs / 3) return;
     renewedAt = Date.now();
     const held = [...unrecorded.values()];

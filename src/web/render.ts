@@ -19,6 +19,11 @@ export interface PageData {
   [name: string]: unknown;
 }
 
+/** A view rendered on its own, for pages outside the signed-in layout. */
+export function renderView(view: string, data: object): string {
+  return eta.render(view, data);
+}
+
 export function sendPage(reply: FastifyReply, view: string, data: PageData, status = 200): FastifyReply {
   const session = data.session ?? null;
   const html = eta.render(view, {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { composeMime } from '../../src/email/compose-mime.ts';
-import type { OutgoingEmail } from '../../src/email/transport.ts';
+import type { OutgoingEmail } from '../../src/email/render.ts';
 import { parseEmail } from './support/mime.ts';
 
 /**

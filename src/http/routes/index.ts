@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import { webPages } from '../../web/index.ts';
-import type { App } from '../context.ts';
+import type { App, RoutePlugin } from '../context.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { contactRoutes } from './contacts.ts';
 import { mediaRoutes } from './media.ts';
@@ -16,33 +16,40 @@ import { userRoutes } from './users.ts';
 import { voicemailDropRoutes } from './voicemail-drops.ts';
 import { voicemailWebhookRoutes } from './voicemail-webhooks.ts';
 
+/** The JSON API under /v3: each file declares its routes with their schemas and access rules. */
+const API: RoutePlugin[] = [
+  teamRoutes,
+  userRoutes,
+  apiKeyRoutes,
+  contactRoutes,
+  tagRoutes,
+  signatureRoutes,
+  templatedMessageRoutes,
+  voicemailDropRoutes,
+  templatedEmailRoutes,
+];
+
 /**
- * The whole API surface, top to bottom. Each file declares its routes with their schemas and the
- * access rule beside each handler; everything but `systemRoutes` lives under /v3 and needs a key.
+ * Everything that is not the JSON API proper, each in a scope of its own: the health probe and
+ * the API description; the web pages (cookies, forms, CSP); media (the multipart parser, and the
+ * public file URL outside /v3); the links inside sent emails (one-click unsubscribe forms);
+ * providers' webhooks (raw bodies, as signatures cover the exact bytes).
  */
+const OUTSIDE: { plugin: RoutePlugin; prefix?: string }[] = [
+  { plugin: systemRoutes },
+  { plugin: webPages },
+  { plugin: mediaRoutes },
+  { plugin: trackingRoutes },
+  { plugin: sendgridWebhookRoutes, prefix: '/v3' },
+  { plugin: voicemailWebhookRoutes, prefix: '/v3' },
+];
+
+/** The whole HTTP surface, top to bottom. Everything under /v3 needs a key unless a route says `public`. */
 export async function registerRoutes(app: App, ctx: AppContext): Promise<void> {
-  await app.register(async (root) => systemRoutes(root as App, ctx));
-  await app.register(async (web) => webPages(web as App, ctx));
-  // A scope of its own: the multipart parser, and the public file URL outside /v3.
-  await app.register(async (media) => mediaRoutes(media as App, ctx));
-  // A scope of its own: the one-click unsubscribe form parser; the links inside sent emails.
-  await app.register(async (tracking) => trackingRoutes(tracking as App, ctx));
-  // A scope of its own: provider webhooks read their bodies raw (signatures cover the exact bytes).
-  await app.register(async (webhooks) => sendgridWebhookRoutes(webhooks as App, ctx), { prefix: '/v3' });
-  // A scope of its own: the voicemail providers' form and raw-JSON callbacks.
-  await app.register(async (webhooks) => voicemailWebhookRoutes(webhooks as App, ctx), { prefix: '/v3' });
+  for (const { plugin, prefix } of OUTSIDE) await app.register(async (scope) => plugin(scope, ctx), { prefix });
   await app.register(
     async (v3) => {
-      const api = v3 as App;
-      await teamRoutes(api, ctx);
-      await userRoutes(api, ctx);
-      await apiKeyRoutes(api, ctx);
-      await contactRoutes(api, ctx);
-      await tagRoutes(api, ctx);
-      await signatureRoutes(api, ctx);
-      await templatedMessageRoutes(api, ctx);
-      await voicemailDropRoutes(api, ctx);
-      await templatedEmailRoutes(api, ctx);
+      for (const plugin of API) await v3.register(async (scope) => plugin(scope, ctx));
     },
     { prefix: '/v3' },
   );

@@ -4,6 +4,7 @@ import { checkSignature, readSendgridBatch } from '../../email/sendgrid-events.t
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
+import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { problems } from '../schemas.ts';
 
 /** SendGrid flushes at 768 KB per post; the margin covers larger custom arguments. */
@@ -25,8 +26,7 @@ const Summary = Type.Object({
  */
 export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
   const { db } = ctx.database;
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  readJsonRaw(app);
 
   app.post(
     '/webhooks/sendgrid',
@@ -53,8 +53,8 @@ export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<
       const check = checkSignature(
         key,
         {
-          timestamp: header(request.headers['x-twilio-email-event-webhook-timestamp']),
-          signature: header(request.headers['x-twilio-email-event-webhook-signature']),
+          timestamp: firstHeader(request.headers['x-twilio-email-event-webhook-timestamp']),
+          signature: firstHeader(request.headers['x-twilio-email-event-webhook-signature']),
         },
         body,
         now,
@@ -64,12 +64,7 @@ export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<
         throw new HttpError('invalid_signature', `The post is not signed by SendGrid with the configured key (${check.reason}).`);
       }
 
-      let batch: unknown;
-      try {
-        batch = JSON.parse(body.toString('utf8'));
-      } catch {
-        throw new HttpError('bad_request', 'The body is not valid JSON.');
-      }
+      const batch = parseRawJson(body);
       if (!Array.isArray(batch)) throw new HttpError('bad_request', 'The body must be a JSON array of SendGrid events.');
 
       const read = readSendgridBatch(batch, now);
@@ -87,8 +82,4 @@ export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<
       return { recorded: result.recorded, duplicates: result.duplicates, ignored };
     },
   );
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

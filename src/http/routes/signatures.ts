@@ -9,7 +9,7 @@ import {
   toApiSignature,
   UpdateSignatureBody,
   updateSignature,
-} from '../../contacts/signatures.ts';
+} from '../../email/signatures.ts';
 import { DomainError } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';

@@ -3,10 +3,10 @@ import { Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
 import { loadTrackingTokens } from '../../email/tokens.ts';
 import { findClickTarget, recipientStatus, recordClick, recordOpen, recordUnsubscribe } from '../../email/tracking.ts';
+import { sendUnsubscribePage } from '../../web/unsubscribe-page.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
-import { sendUnsubscribePage } from '../unsubscribe-page.ts';
 
 // A transparent 1×1 GIF.
 const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');

@@ -6,6 +6,7 @@ import { checkDropCowboySignature, DROPCOWBOY_SOURCE, readDropCowboyEvents } fro
 import { readDispositions, SLYBROADCAST_SOURCE, slybroadcastCallbackToken } from '../../voicemail/providers/slybroadcast.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
+import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { problems } from '../schemas.ts';
 
 const FORM_LIMIT = 256 * 1024;
@@ -32,8 +33,7 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, body, done) =>
     done(null, new URLSearchParams(body as string)),
   );
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  readJsonRaw(app);
 
   app.post(
     '/webhooks/slybroadcast/:token',
@@ -93,7 +93,7 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
       const now = ctx.clock();
       const check = checkDropCowboySignature(
         settings.webhookSecret,
-        { timestamp: header(request.headers['x-timestamp']), signature: header(request.headers['x-signature']) },
+        { timestamp: firstHeader(request.headers['x-timestamp']), signature: firstHeader(request.headers['x-signature']) },
         request.body,
         now,
       );
@@ -101,12 +101,7 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
         request.log.warn({ reason: check.reason }, 'Drop Cowboy webhook post refused');
         throw new HttpError('invalid_signature', `The post is not signed by Drop Cowboy with the configured secret (${check.reason}).`);
       }
-      let body: unknown;
-      try {
-        body = JSON.parse(request.body.toString('utf8'));
-      } catch {
-        throw new HttpError('bad_request', 'The body is not valid JSON.');
-      }
+      const body = parseRawJson(request.body);
       const read = readDropCowboyEvents(body, now);
       const result = await recordOutcomes(db, DROPCOWBOY_SOURCE, 'Drop Cowboy', read.outcomes, now);
       if (result.early > 0) {
@@ -127,8 +122,4 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
 function sameSecret(given: string, expected: string): boolean {
   const digest = (text: string) => createHash('sha256').update(text).digest();
   return timingSafeEqual(digest(given), digest(expected));
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

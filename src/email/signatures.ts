@@ -3,10 +3,10 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { SignatureRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { isBlankHtml, sanitizeEmailHtml } from '../email/email-html.ts';
 import { type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+import { isBlankHtml, sanitizeEmailHtml } from './email-html.ts';
 
 /** Email signatures: owned like contacts; templated emails name one by `signature_id`. */
 
@@ -63,16 +63,14 @@ export function findSignature(db: Db, id: number) {
   return findOwnedRow(db, 'signatures', id);
 }
 
-/** The HTML of a live signature of `userId`, or undefined. */
-export async function findSignatureBody(db: Db, userId: number, id: number): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('signatures')
-    .select('body')
-    .where('user_id', '=', userId)
-    .where('id', '=', id)
-    .where('deleted_at', 'is', null)
-    .executeTakeFirst();
-  return row?.body;
+/**
+ * The HTML of a signature of `userId`, or undefined. A deleted one is found only `evenDeleted`:
+ * an email scheduled before its signature was deleted still goes out signed.
+ */
+export async function findSignatureBody(db: Db, userId: number, id: number, { evenDeleted = false } = {}): Promise<string | undefined> {
+  let query = db.selectFrom('signatures').select('body').where('user_id', '=', userId).where('id', '=', id);
+  if (!evenDeleted) query = query.where('deleted_at', 'is', null);
+  return (await query.executeTakeFirst())?.body;
 }
 
 export function searchSignatures(db: Db, userId: number, params: SearchParams) {

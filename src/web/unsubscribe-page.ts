@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
-import { escapeHtml } from '../email/render.ts';
+import { renderView } from './render.ts';
 
 /**
- * The pages behind an email's unsubscribe link: self-contained (no session, no shared assets), one
- * inline style allowed by its hash, nothing else — and never cached, indexed or leaking the
+ * The pages behind an email's unsubscribe link (views/unsubscribe.eta): self-contained (no session,
+ * no shared assets), one inline style allowed by its hash, nothing else — and never cached, indexed or leaking the
  * token-bearing URL as a referrer.
  */
 const STYLE =
@@ -34,11 +34,7 @@ const TEXT: Record<UnsubscribeView['kind'], { title: string; text: string }> = {
 
 export function sendUnsubscribePage(reply: FastifyReply, status: number, view: UnsubscribeView): FastifyReply {
   const { title, text } = TEXT[view.kind];
-  const form =
-    view.kind === 'confirm'
-      ? `<form method="post" action="${escapeHtml(view.action)}"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`
-      : '';
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex"><title>${title}</title><style>${STYLE}</style></head><body><h1>${title}</h1><p>${text}</p>${form}</body></html>`;
+  const html = renderView('unsubscribe', { title, text, style: STYLE, action: view.kind === 'confirm' ? view.action : undefined });
   return reply
     .code(status)
     .headers({
