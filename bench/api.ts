@@ -10,11 +10,11 @@ import pg from 'pg';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { openJobQueue } from '../src/db/job-queue.ts';
 import { createApiKey } from '../src/identity/api-keys.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
-import { openJobQueue } from '../src/sending/queue.ts';
 import { formatTimestamp } from '../src/time.ts';
 import { loadTls } from '../src/tls.ts';
 

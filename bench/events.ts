@@ -7,8 +7,8 @@ import { sql } from 'kysely';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { openJobQueue } from '../src/db/job-queue.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
-import { openJobQueue } from '../src/sending/queue.ts';
 import { loadTls } from '../src/tls.ts';
 
 /**

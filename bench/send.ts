@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/db/database.ts';
+import { openJobQueue } from '../src/db/job-queue.ts';
 import type { TemplatedEmailRow } from '../src/db/schema.ts';
 import { emailChannel } from '../src/email/email-channel.ts';
 import type { OutgoingEmail } from '../src/email/render.ts';
@@ -14,7 +15,6 @@ import { renderEmail } from '../src/email/render.ts';
 import { TrackingTokens } from '../src/email/tokens.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
-import { openJobQueue } from '../src/sending/queue.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
 
 /**

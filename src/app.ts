@@ -5,6 +5,7 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import type { JobQueue } from './db/job-queue.ts';
 import type { UserRow } from './db/schema.ts';
 import { DomainError, validationError } from './errors.ts';
 import { authenticate } from './http/authenticate.ts';
@@ -16,8 +17,8 @@ import { registerRoutes } from './http/routes/index.ts';
 import { toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
 import { createLogger, type Logger } from './log.ts';
-import type { JobQueue } from './sending/queue.ts';
 import { type Clock, systemClock } from './time.ts';
+import { registerPages } from './web/index.ts';
 
 export interface AppOptions {
   database: DatabaseHandle;
@@ -177,6 +178,7 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
 
   await registerOpenApi(app, config);
   await registerRoutes(app, ctx);
+  await registerPages(app, ctx);
   return app;
 }
 

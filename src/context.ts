@@ -1,6 +1,6 @@
 import type { Config } from './config.ts';
 import type { DatabaseHandle } from './db/database.ts';
-import type { JobQueue } from './sending/queue.ts';
+import type { JobQueue } from './db/job-queue.ts';
 import type { Clock } from './time.ts';
 
 /**

@@ -1,11 +1,11 @@
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/database.ts';
+import { openJobQueue } from './db/job-queue.ts';
 import { DatabaseInUseError } from './db/pglite-lock.ts';
 import type { App } from './http/context.ts';
 import { type BootstrapResult, bootstrapAdministrator } from './identity/bootstrap.ts';
 import { createLogger } from './log.ts';
-import { openJobQueue } from './sending/queue.ts';
 import { systemClock } from './time.ts';
 import { loadTls } from './tls.ts';
 import { startWorkers, type Workers } from './workers.ts';

@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import type { JobQueue } from './db/job-queue.ts';
 import { emailChannel } from './email/email-channel.ts';
 import { loadTrackingTokens } from './email/tokens.ts';
 import { createMailTransport } from './email/transport.ts';
 import { type EngineSettings, SendingEngine } from './sending/engine.ts';
-import type { JobQueue } from './sending/queue.ts';
 import type { Clock } from './time.ts';
 import { startVoicemailSending } from './voicemail/voicemail-channel.ts';
 

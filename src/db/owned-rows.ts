@@ -1,7 +1,19 @@
 import { sql } from 'kysely';
-import type { Owned } from '../identity/access.ts';
 import type { Db } from './database.ts';
 import type { ApiKeyRow, ContactRow, MediaRow, SignatureRow, TagRow } from './schema.ts';
+
+/** What the access rule (identity/access.ts) needs to know about a row's owner. */
+export interface UserRef {
+  readonly id: number;
+  readonly team_id: number | null;
+  readonly roles: readonly string[];
+}
+
+/** A row together with its owner. */
+export interface Owned<Row> {
+  owner: UserRef;
+  row: Row;
+}
 
 /**
  * Tables of rows owned by a user, with their row types and the column that ends a row's life

@@ -200,9 +200,12 @@ export interface TemplatedEmailsTable {
   deleted_at: NullableTimestamp;
 }
 
+/** The two kinds of message (messages/kinds.ts), as the ledger and the counters name them. */
+export type MessageKind = 'voicemail_drop' | 'templated_email';
+
 type CounterColumn = Generated<number>;
 export interface MessageCountersTable {
-  message_kind: 'voicemail_drop' | 'templated_email';
+  message_kind: MessageKind;
   message_id: number;
   shard: Generated<number>;
   user_id: number;
@@ -237,7 +240,7 @@ export type DeliveryState =
 export interface DeliveriesTable {
   id: Generated<number>;
   user_id: number;
-  message_kind: 'voicemail_drop' | 'templated_email';
+  message_kind: MessageKind;
   message_id: number;
   contact_id: number;
   address: string;

@@ -1,4 +1,5 @@
 import { type ExpressionBuilder, type ExpressionWrapper, type SqlBool, sql } from 'kysely';
+import type { UserRef } from '../db/owned-rows.ts';
 import type { Database } from '../db/schema.ts';
 import { DomainError } from '../errors.ts';
 import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
@@ -9,12 +10,6 @@ export interface Principal {
   readonly teamId: number | null;
   readonly rank: number;
   readonly keyId: number | null;
-}
-
-export interface UserRef {
-  readonly id: number;
-  readonly team_id: number | null;
-  readonly roles: readonly string[];
 }
 
 /**
@@ -65,12 +60,6 @@ export function requireReachableUser<T extends UserRef>(principal: Principal, ta
   if (target && canReach(principal, target)) return target;
   if (!target && principal.rank >= RANK.Administrator) throw new DomainError('not_found', `User ${id} does not exist.`);
   throw new DomainError('forbidden', `You may not access user ${id}.`);
-}
-
-/** A row together with what the access rule needs to know about its owner. */
-export interface Owned<Row> {
-  owner: UserRef;
-  row: Row;
 }
 
 /**

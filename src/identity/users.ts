@@ -169,7 +169,10 @@ export async function createUser(db: Db, principal: Principal, body: Static<type
   });
 }
 
-/** Applies the fields present; roles and teams change only as `principal`'s rank allows. */
+/**
+ * Applies the fields present; roles and teams change only as `principal`'s rank allows. A new
+ * password ends the user's web sessions.
+ */
 export async function changeUser(
   db: Db,
   principal: Principal,
@@ -187,7 +190,10 @@ export async function changeUser(
     if (body[key] !== undefined) (changes as Record<string, unknown>)[key] = body[key];
   }
   if (body.password !== undefined) changes.password_hash = await hashPassword(body.password);
-  return updateUser(db, target.id, changes, now);
+  const updated = await updateUser(db, target.id, changes, now);
+  // A new password signs the user out of every browser, in case the old one was known to someone else.
+  if (body.password !== undefined) await db.deleteFrom('web_sessions').where('user_id', '=', target.id).execute();
+  return updated;
 }
 
 /** Cancels an account (Administrator, or the user themself); cancelling again keeps the first `cancelled_at`. */

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { UserRef } from '../identity/access.ts';
+import type { UserRef } from '../db/owned-rows.ts';
 import { MESSAGE_TABLES, type MessageKind, type MessageRows } from './kinds.ts';
 import { COUNTERS, type Reporting } from './reporting.ts';
 

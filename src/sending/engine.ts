@@ -1,12 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
+import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
-import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from './queue.ts';
 import { sendBatch } from './send-batch.ts';
 
 export interface EngineDeps {

@@ -12,6 +12,7 @@ import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
 import { signInRoutes } from './sign-in.ts';
+import { unsubscribePages } from './unsubscribe.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -31,7 +32,13 @@ const ASSETS = { 'app.css': 'text/css; charset=utf-8', 'copy.js': 'text/javascri
  * encapsulated scope: form bodies, cookies, security headers and HTML error pages apply to the
  * pages only, so the JSON API keeps refusing form bodies (415) and /docs keeps its own CSP.
  */
-export async function webPages(web: App, ctx: AppContext): Promise<void> {
+/** Every page, each group in a scope of its own: the signed-in pages, and the unsubscribe page. */
+export async function registerPages(app: App, ctx: AppContext): Promise<void> {
+  await app.register(async (scope) => webPages(scope, ctx));
+  await app.register(async (scope) => unsubscribePages(scope, ctx));
+}
+
+async function webPages(web: App, ctx: AppContext): Promise<void> {
   const { database, config, clock } = ctx;
 
   await web.register(cookie);

@@ -84,8 +84,3 @@ export async function findSession(db: Db, config: Config, token: string | undefi
 export async function endSession(db: Db, id: number): Promise<void> {
   await db.deleteFrom('web_sessions').where('id', '=', id).execute();
 }
-
-/** Signs a user out everywhere: used when their password changes. */
-export async function endUserSessions(db: Db, userId: number): Promise<void> {
-  await db.deleteFrom('web_sessions').where('user_id', '=', userId).execute();
-}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { createMessage, createOwnContact, DROPS } from '../messaging/fixtures.ts';
+import { createMessage, createOwnContact, DROPS } from '../messages/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { assertPaging, idsOf } from '../support/paging.ts';

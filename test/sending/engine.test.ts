@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { apiTime, createTag } from '../messaging/fixtures.ts';
+import { apiTime, createTag } from '../messages/fixtures.ts';
 import { parseEmail } from './support/mime.ts';
 import {
   type Audience,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
-import { createOwnContact } from '../messaging/fixtures.ts';
+import { createOwnContact } from '../messages/fixtures.ts';
 import { asKey, type Reply } from '../support/client.ts';
 import type { Shape } from '../support/shapes.ts';
 import type { TestApp } from '../support/test-app.ts';

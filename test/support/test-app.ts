@@ -6,10 +6,10 @@ import pg from 'pg';
 import { type AppOptions, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import { type JobQueue, openJobQueue } from '../../src/db/job-queue.ts';
 import type { App } from '../../src/http/context.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { createLogger } from '../../src/log.ts';
-import { type JobQueue, openJobQueue } from '../../src/sending/queue.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
 

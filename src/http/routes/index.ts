@@ -1,5 +1,4 @@
 import type { AppContext } from '../../context.ts';
-import { webPages } from '../../web/index.ts';
 import type { App, RoutePlugin } from '../context.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { contactRoutes } from './contacts.ts';
@@ -31,13 +30,12 @@ const API: RoutePlugin[] = [
 
 /**
  * Everything that is not the JSON API proper, each in a scope of its own: the health probe and
- * the API description; the web pages (cookies, forms, CSP); media (the multipart parser, and the
- * public file URL outside /v3); the links inside sent emails (one-click unsubscribe forms);
- * providers' webhooks (raw bodies, as signatures cover the exact bytes).
+ * the API description; media (the multipart parser, and the public file URL outside /v3); the
+ * tracking links inside sent emails; providers' webhooks (raw bodies, as signatures cover the
+ * exact bytes). The web pages are web/'s (registered by app.ts).
  */
 const OUTSIDE: { plugin: RoutePlugin; prefix?: string }[] = [
   { plugin: systemRoutes },
-  { plugin: webPages },
   { plugin: mediaRoutes },
   { plugin: trackingRoutes },
   { plugin: sendgridWebhookRoutes, prefix: '/v3' },

@@ -9,7 +9,6 @@ import {
   USER_FILTERS,
   User,
 } from '../../identity/users.ts';
-import { endUserSessions } from '../../web/sessions.ts';
 import type { RoutePlugin } from '../context.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
@@ -67,10 +66,7 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
       },
     },
     async (request) => {
-      const updated = await changeUser(db, request.principal, request.owner, request.body, clock());
-      // A new password signs the user out of every browser, in case the old one was known to someone else.
-      if (request.body.password !== undefined) await endUserSessions(db, updated.id);
-      return toApiUser(updated);
+      return toApiUser(await changeUser(db, request.principal, request.owner, request.body, clock()));
     },
   );
 

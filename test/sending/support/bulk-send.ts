@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../../../src/db/database.ts';
-import type { JobQueue } from '../../../src/sending/queue.ts';
+import type { JobQueue } from '../../../src/db/job-queue.ts';
 
 /**
  * A big send made straight in SQL (the API would take minutes to create 100,000 contacts): `n`

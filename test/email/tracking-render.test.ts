@@ -6,7 +6,7 @@ import type { TemplatedEmailRow } from '../../src/db/schema.ts';
 import { composeHtml, linksIn, type PreparedEmail, renderEmail } from '../../src/email/render.ts';
 import { TrackingTokens } from '../../src/email/tokens.ts';
 import type { ClaimedDelivery } from '../../src/sending/deliveries.ts';
-import { parseEmail } from './support/mime.ts';
+import { parseEmail } from '../sending/support/mime.ts';
 
 /** What renderEmail adds for tracking and unsubscribing, checked on the bytes nodemailer writes. */
 describe('rendered email: tracking and unsubscribe', () => {

@@ -1,9 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { asKey } from '../support/client.ts';
-import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
-import { assertShape } from '../support/shapes.ts';
-import { startTestApp, type TestApp } from '../support/test-app.ts';
 import {
   type Client,
   createOwnContact,
@@ -13,7 +9,11 @@ import {
   EMAILS,
   TEMPLATED_EMAIL,
   ZERO_REPORTING,
-} from './fixtures.ts';
+} from '../messages/fixtures.ts';
+import { asKey } from '../support/client.ts';
+import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
+import { assertShape } from '../support/shapes.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 /** The specification's templated email example, field for field. */
 const EXAMPLE = {

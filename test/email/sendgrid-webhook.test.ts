@@ -6,10 +6,10 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { loadConfig } from '../../src/config.ts';
+import { postWebhook, type SentDelivery, sendEmail, sendgridEvent, sendgridKeyPair, signedHeaders } from '../sending/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { postWebhook, type SentDelivery, sendEmail, sendgridEvent, sendgridKeyPair, signedHeaders } from './fixtures.ts';
 
 /** SendGrid's signed Event Webhook feeding the delivery ledger (PROVIDERS.md, DESIGN.md §8). */
 describe('SendGrid event webhook', () => {

@@ -5,11 +5,11 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../src/config.ts';
-import { loadTls } from '../src/tls.ts';
-import { asKey } from './support/client.ts';
-import { assertProblem, createUser } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { loadTls } from '../../src/tls.ts';
+import { asKey } from '../support/client.ts';
+import { assertProblem, createUser } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 function request(module: typeof http | typeof https, url: string, options: https.RequestOptions = {}) {
   return new Promise<{ status: number; body: string }>((resolve, reject) => {

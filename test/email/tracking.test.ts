@@ -6,12 +6,12 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { loadTrackingTokens, TrackingTokens } from '../../src/email/tokens.ts';
 import { createContact } from '../contacts/fixtures.ts';
-import { createSignature, createTag } from '../messaging/fixtures.ts';
+import { createSignature, createTag } from '../messages/fixtures.ts';
+import { type ParsedEmail, parseEmail } from '../sending/support/mime.ts';
+import { waitFor } from '../sending/support/wait.ts';
 import { asKey, type Reply } from '../support/client.ts';
 import { assertProblem } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { type ParsedEmail, parseEmail } from './support/mime.ts';
-import { waitFor } from './support/wait.ts';
 
 /**
  * A templated email sent for real (workers, outbox files) to a tag, then its links followed the

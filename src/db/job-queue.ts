@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { fromKysely, fromPglite, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
-import type { DatabaseHandle, Db } from '../db/database.ts';
-import type { MessageKind } from '../messages/kinds.ts';
+import type { DatabaseHandle, Db } from './database.ts';
+import type { MessageKind } from './schema.ts';
 
 /**
  * The job queue (pg-boss) on the application database: PostgreSQL, or PGlite through pg-boss's

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { asKey } from './support/client.ts';
-import { type Actor, createTeam, createUser } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { asKey } from '../support/client.ts';
+import { type Actor, createTeam, createUser } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 /**
  * DESIGN.md §5: User / Team Administrator / Administrator × own / teammate / other team /

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { displayPrefix, generateApiKey, hashApiKey, parseApiKey } from '../src/identity/api-key-format.ts';
-import { asKey } from './support/client.ts';
-import { assertProblem, createUser, TIMESTAMP } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { displayPrefix, generateApiKey, hashApiKey, parseApiKey } from '../../src/identity/api-key-format.ts';
+import { asKey } from '../support/client.ts';
+import { assertProblem, createUser, TIMESTAMP } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 describe('API key format', () => {
   test('hop_ + 40 base62 + 6-character CRC-32 checksum', () => {

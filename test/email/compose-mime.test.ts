@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { composeMime } from '../../src/email/compose-mime.ts';
 import type { OutgoingEmail } from '../../src/email/render.ts';
-import { parseEmail } from './support/mime.ts';
+import { parseEmail } from '../sending/support/mime.ts';
 
 /**
  * compose-mime.ts writes the SMTP path's messages itself (nodemailer only carries them). Whatever

@@ -12,9 +12,9 @@ import {
   startSendingApp,
   toTag,
   waitForStatus,
-} from './support/sending-app.ts';
-import { startSmtpSink } from './support/smtp-sink.ts';
-import { waitFor } from './support/wait.ts';
+} from '../sending/support/sending-app.ts';
+import { startSmtpSink } from '../sending/support/smtp-sink.ts';
+import { waitFor } from '../sending/support/wait.ts';
 
 /**
  * What the SMTP server answers decides a delivery's fate: 4xx is retried (counted as deferred),

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { asKey, type Reply } from './support/client.ts';
-import { type Actor, createTeam, createUser } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { asKey, type Reply } from '../support/client.ts';
+import { type Actor, createTeam, createUser } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 /** Hostile and malformed input on every endpoint: always a clear 4xx problem, never a 500. */
 describe('bad input', () => {

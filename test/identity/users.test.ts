@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { asKey } from './support/client.ts';
-import { assertProblem, createTeam, TIMESTAMP } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { asKey } from '../support/client.ts';
+import { assertProblem, createTeam, TIMESTAMP } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 const USER_FIELDS = [
   'cancelled_at',

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { SIGNATURE } from '../contacts/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { assertPaging, idsOf } from '../support/paging.ts';
 import { assertShape } from '../support/shapes.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { SIGNATURE } from './fixtures.ts';
 
 const LAYOUT =
   '<table width="100%" cellpadding="0" style="border-collapse:collapse"><tr>' +

@@ -1,10 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { upload, wavFile } from '../media/fixtures.ts';
-import { asKey } from '../support/client.ts';
-import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
-import { assertShape } from '../support/shapes.ts';
-import { startTestApp, type TestApp } from '../support/test-app.ts';
 import {
   audioMedia,
   type Client,
@@ -15,7 +11,11 @@ import {
   MEDIA,
   VOICEMAIL_DROP,
   ZERO_REPORTING,
-} from './fixtures.ts';
+} from '../messages/fixtures.ts';
+import { asKey } from '../support/client.ts';
+import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
+import { assertShape } from '../support/shapes.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 /** The voicemail drop resource: its shape, its round trip, and every validation rule of its fields. */
 describe('voicemail drops', () => {

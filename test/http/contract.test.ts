@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { asKey } from './support/client.ts';
-import { assertProblem, TIMESTAMP } from './support/factories.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { asKey } from '../support/client.ts';
+import { assertProblem, TIMESTAMP } from '../support/factories.ts';
+import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 describe('HTTP contract', () => {
   let t: TestApp;
