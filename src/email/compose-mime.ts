@@ -22,9 +22,10 @@ export interface ComposedEmail {
   raw: string;
 }
 
-const KNOWN_FIELDS = new Set(['messageId', 'from', 'to', 'subject', 'html', 'text', 'headers']);
+const KNOWN_FIELDS = new Set(['messageId', 'from', 'replyTo', 'envelope', 'to', 'subject', 'html', 'text', 'headers']);
 const OWN_HEADERS = new Set([
   'from',
+  'reply-to',
   'to',
   'subject',
   'message-id',
@@ -48,17 +49,28 @@ let boundaryCount = 0;
 export function composeMime(email: OutgoingEmail, date: Date): ComposedEmail | undefined {
   for (const key of Object.keys(email))
     if (!KNOWN_FIELDS.has(key) && (email as unknown as Record<string, unknown>)[key] !== undefined) return undefined;
-  const { from, to, subject, html, text, messageId } = email;
-  if (typeof from !== 'string' || typeof to !== 'string' || !SIMPLE_ADDRESS.test(to)) return undefined;
+  const { from, to, subject, html, text, messageId, replyTo, envelope } = email;
+  if (typeof to !== 'string' || !SIMPLE_ADDRESS.test(to)) return undefined;
   if (typeof subject !== 'string' || typeof html !== 'string' || typeof text !== 'string') return undefined;
-  const sender = senderOf(from);
+  const sender = addressLine('From', from);
   if (!sender) return undefined;
+  const answerTo = replyTo === undefined ? undefined : addressLine('Reply-To', replyTo);
+  if (answerTo === null) return undefined;
+  // An envelope of our own may only name the sender (VERP): the recipient is the one in To.
+  let envelopeFrom = sender.address;
+  if (envelope !== undefined) {
+    const keys = Object.keys(envelope);
+    const bounceTo = (envelope as { from?: unknown }).from;
+    if (keys.some((k) => k !== 'from') || typeof bounceTo !== 'string' || !SIMPLE_ADDRESS.test(bounceTo)) return undefined;
+    envelopeFrom = bounceTo;
+  }
   const extra = extraHeaders(email.headers);
   if (extra === undefined) return undefined;
 
   const boundary = `${boundaryBase}${(boundaryCount++).toString(36)}`;
   const lines = [
     sender.header,
+    ...(answerTo ? [answerTo.header] : []),
     `To: ${to}`,
     foldLines(`Subject: ${encoder.encodeHeaderValue('Subject', subject)}`, 76),
     `Message-ID: ${messageId}`,
@@ -80,22 +92,37 @@ export function composeMime(email: OutgoingEmail, date: Date): ComposedEmail | u
     `--${boundary}--`,
     '',
   ];
-  return { envelope: { from: sender.address, to: [to] }, raw: lines.join('\r\n') };
+  return { envelope: { from: envelopeFrom, to: [to] }, raw: lines.join('\r\n') };
 }
 
-/** The From header and envelope address of a sender (the same for every email: worked out once). */
-function senderOf(from: string): { header: string; address: string } | null {
-  let sender = senders.get(from);
-  if (sender === undefined) {
-    const [first, ...rest] = addressparser(from, { flatten: true });
+type AddressValue = OutgoingEmail['from'];
+
+/**
+ * The header line and bare address of a single-address header (From, Reply-To), given as text or
+ * as `{ name, address }`; null when it is not one simple address. A sender's From is the same for
+ * all its emails: worked out once.
+ */
+function addressLine(key: 'From' | 'Reply-To', value: AddressValue): { header: string; address: string } | null {
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else if (value && typeof value === 'object' && !Array.isArray(value) && typeof value.address === 'string') {
+    if (typeof value.name !== 'string' && value.name !== undefined) return null;
+    text = `${value.name ?? ''}\u0000${value.address}`;
+  } else return null;
+  const cacheKey = `${key}\u0001${text}`;
+  let line = senders.get(cacheKey);
+  if (line === undefined) {
+    const parsed = typeof value === 'string' ? addressparser(value, { flatten: true }) : [value as { name?: string; address: string }];
+    const [first, ...rest] = parsed;
     const address = first?.address ?? '';
-    sender =
+    line =
       rest.length === 0 && SIMPLE_ADDRESS.test(address)
-        ? { header: foldLines(`From: ${encoder.encodeHeaderValue('From', from)}`, 76), address }
+        ? { header: foldLines(`${key}: ${encoder.encodeHeaderValue(key, value as never)}`, 76), address }
         : null;
-    if (senders.size < 100) senders.set(from, sender);
+    // Reply-To carries a per-delivery token: only From repeats.
+    if (key === 'From' && senders.size < 1000) senders.set(cacheKey, line);
   }
-  return sender;
+  return line;
 }
 
 /** The caller's own headers as lines, as nodemailer writes them; undefined when one clashes with ours. */

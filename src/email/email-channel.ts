@@ -2,6 +2,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { Channel } from '../sending/channel.ts';
 import { type PreparedEmail, renderEmail } from './render.ts';
+import { senderIdentity } from './sender.ts';
 import { findSignatureBody } from './signatures.ts';
 import type { TrackingTokens } from './tokens.ts';
 import type { MailTransport } from './transport.ts';
@@ -23,9 +24,23 @@ export function emailChannel(
         message.signature_id === null
           ? undefined
           : await findSignatureBody(db, message.user_id, message.signature_id, { evenDeleted: true });
-      return { message, signatureHtml: signatureHtml ?? null, from: config.mailFrom, domain, publicUrl: config.publicUrl, tokens };
+      const owner = await db
+        .selectFrom('users')
+        .select(['first_name', 'last_name', 'email', 'sender_name', 'sender_email', 'postal_address'])
+        .where('id', '=', message.user_id)
+        .executeTakeFirstOrThrow();
+      return {
+        message,
+        signatureHtml: signatureHtml ?? null,
+        sender: senderIdentity(owner, config),
+        inboundDomain: config.inbound?.domain,
+        trackOpens: config.trackOpens,
+        domain,
+        publicUrl: config.publicUrl,
+        tokens,
+      };
     },
-    deliver: (prepared, delivery) => transport.send(renderEmail(prepared, delivery), delivery.id),
+    deliver: (prepared, delivery, handOver) => transport.send(renderEmail(prepared, delivery), delivery.id, handOver),
     close: async () => transport.close(),
   };
 }

@@ -2,6 +2,7 @@ import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { TemplatedEmailRow } from '../db/schema.ts';
 import type { ClaimedDelivery } from '../sending/deliveries.ts';
 import { htmlToText } from './email-text.ts';
+import type { SenderIdentity } from './sender.ts';
 import { MAX_LINK_INDEX, type TrackingTokens } from './tokens.ts';
 
 /** A rendered email as nodemailer takes it, with the stable Message-ID of its delivery. */
@@ -11,7 +12,12 @@ export type OutgoingEmail = Mail.Options & { messageId: string };
 export interface PreparedEmail {
   message: TemplatedEmailRow;
   signatureHtml: string | null;
-  from: string;
+  /** From, Reply-To and postal address of the message's owner (sender.ts). */
+  sender: SenderIdentity;
+  /** INBOUND_DOMAIN: answers, bounces and mailed unsubscribes come back to tokens at it; undefined: off. */
+  inboundDomain?: string | undefined;
+  /** TRACK_OPENS: the open pixel is added unless this is false. */
+  trackOpens?: boolean;
   /** The host part of Message-IDs and of the unsubscribe mailto: PUBLIC_URL's host. */
   domain: string;
   /** PUBLIC_URL: where the open pixel, click redirects and unsubscribe link point. */
@@ -81,14 +87,21 @@ export function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliver
 export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery): OutgoingEmail {
   const { message } = prepared;
   const links = trackingLinks(prepared.publicUrl, prepared.tokens, delivery.id);
-  const mailto = `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${prepared.tokens.sign('unsubscribe', delivery.id)}`;
+  const { sender, inboundDomain, tokens } = prepared;
+  const mailto = inboundDomain
+    ? `mailto:u-${tokens.signForAddress('unsubscribe', delivery.id)}@${inboundDomain}?subject=unsubscribe`
+    : `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${tokens.sign('unsubscribe', delivery.id)}`;
+  const postal = sender.postalAddress?.trim() ?? '';
 
   const content = composeHtml(prepared, delivery);
   const html = [
     rewriteLinks(content, (index) => links.click(index)),
+    postal ? `<p style="font-size:12px;color:#6b6b6b">${escapeHtml(postal).replace(/\r?\n/g, '<br>')}</p>` : '',
     `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links.unsubscribe}">Unsubscribe</a>.</p>`,
-    `<img src="${links.open}" width="1" height="1" alt="">`,
-  ].join('\n');
+    prepared.trackOpens === false ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
+  ]
+    .filter(Boolean)
+    .join('\n');
 
   const greeting = delivery.first_name?.trim() ? message.greeting_with_first_name : message.greeting_without_first_name;
   const fill = (text: string, asHtml: boolean) => fillMergeTags(text, delivery, asHtml);
@@ -100,6 +113,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     htmlToText(fill(message.body, true)),
     closing,
     message.ps_line.trim() ? `P.S. ${fill(message.ps_line.trim(), false)}` : '',
+    postal,
     `Unsubscribe: ${links.unsubscribe}`,
   ]
     .filter(Boolean)
@@ -107,7 +121,15 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
 
   return {
     messageId: `<${delivery.message_kind}-${delivery.message_id}.${delivery.id}@${prepared.domain}>`,
-    from: prepared.from,
+    from: sender.from,
+    // With the receiver on, answers come back through it (counted, then forwarded to the sender).
+    ...(inboundDomain
+      ? { replyTo: { name: sender.own.name, address: `r-${tokens.signForAddress('reply', delivery.id)}@${inboundDomain}` } }
+      : sender.replyTo
+        ? { replyTo: sender.replyTo }
+        : {}),
+    // VERP: a bounce names the delivery it is about by the address it comes back to.
+    ...(inboundDomain ? { envelope: { from: `b-${tokens.signForAddress('bounce', delivery.id)}@${inboundDomain}` } } : {}),
     to: delivery.address,
     subject: fill(message.subject, false).replace(/[\r\n]+/g, ' '),
     html: `<!doctype html><html><body>${html}</body></html>`,
@@ -120,6 +142,8 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
       // SendGrid hands these back on every event of the message: how its webhook finds the
       // delivery. Raw JSON: an RFC 2047-encoded value would be unreadable to SendGrid.
       'X-SMTPAPI': rawHeader(JSON.stringify({ unique_args: { hopper_delivery_id: String(delivery.id) } }), false),
+      // Postmark's equivalent: metadata it hands back in its bounce and complaint webhooks.
+      'X-PM-Metadata-hopper_delivery_id': String(delivery.id),
     },
   };
 }

@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { type ConnectionUrlOptions, parseConnectionUrl } from 'nodemailer/lib/shared';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 
@@ -45,11 +46,26 @@ export class SmtpPool {
     this.#connectionOptions = parseConnectionUrl(options.url);
   }
 
-  async send(envelope: Envelope, raw: string | Buffer): Promise<void> {
+  /**
+   * Sends one message. With `gate`, the envelope and the whole text go out at once but the final
+   * dot (the moment the server accepts, and the message can no longer be taken back) waits until
+   * the gate resolves: the exchange overlaps whatever the gate waits for.
+   */
+  async send(envelope: Envelope, raw: string | Buffer, gate?: () => Promise<void>): Promise<void> {
     await this.#rateLimit();
     const connection = await this.#acquire();
     try {
-      await new Promise<void>((resolve, reject) => connection.send(envelope, raw, (error) => (error ? reject(error) : resolve())));
+      let message: string | Buffer | PassThrough = raw;
+      if (gate) {
+        const staged = new PassThrough();
+        staged.write(raw);
+        gate().then(
+          () => staged.end(),
+          (error: Error) => staged.destroy(error),
+        );
+        message = staged;
+      }
+      await new Promise<void>((resolve, reject) => connection.send(envelope, message, (error) => (error ? reject(error) : resolve())));
       this.#release(connection);
     } catch (error) {
       const { code, responseCode } = error as { code?: string; responseCode?: number };

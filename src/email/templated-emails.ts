@@ -192,6 +192,15 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
   const otherChanges = current !== undefined && changesAny(current, comparable, CONTENT_FIELDS);
   const requested = { status: body.status, send_type: body.send_type, send_at: parseSendAt(body.send_at) };
   const schedule = planSchedule(current, requested, otherChanges, ctx.clock, errors);
+  if (schedule.status === 'Scheduled' && current?.status !== 'Scheduled' && ctx.config.smtpUrl && !ctx.config.mailPostalAddress) {
+    // CAN-SPAM: commercial email shows a physical address; real mail does not leave without one.
+    const owner = await db.selectFrom('users').select('postal_address').where('id', '=', ownerId).executeTakeFirst();
+    if (!owner?.postal_address) {
+      errors.postal_address = [
+        'the owner has no postal address (PUT /v3/users/{id} postal_address) and the operator set no MAIL_POSTAL_ADDRESS',
+      ];
+    }
+  }
   throwIfAny(errors);
 
   const merged = { ...current, ...changes } as TemplatedEmailRow;

@@ -13,7 +13,7 @@ import { ensureSecret } from '../db/secrets.ts';
  * open token is no unsubscribe token.
  */
 const VERSION = 1;
-const PURPOSES = { open: 1, click: 2, unsubscribe: 3 } as const;
+const PURPOSES = { open: 1, click: 2, unsubscribe: 3, reply: 4, bounce: 5 } as const;
 export type TokenPurpose = keyof typeof PURPOSES;
 const MAC_BYTES = 16;
 /** The highest link index a click token carries: links past it are left as they are. */
@@ -62,6 +62,19 @@ export class TrackingTokens {
     const deliveryId = payload.readBigUInt64BE(2);
     if (deliveryId < 1n || deliveryId > BigInt(Number.MAX_SAFE_INTEGER)) return undefined;
     return { deliveryId: Number(deliveryId), link: purpose === 'click' ? payload.readUInt16BE(10) : 0 };
+  }
+
+  /**
+   * The same token as lower-case hex, for the local part of an email address (`r-…@`, `b-…@`,
+   * `u-…@`): mail systems may change the case of an address, and hex survives that.
+   */
+  signForAddress(purpose: Exclude<TokenPurpose, 'click'>, deliveryId: number): string {
+    return Buffer.from(this.sign(purpose, deliveryId), 'base64url').toString('hex');
+  }
+
+  verifyFromAddress(purpose: Exclude<TokenPurpose, 'click'>, hex: string): TokenClaim | undefined {
+    if (typeof hex !== 'string' || !/^[0-9a-fA-F]{52}$/.test(hex)) return undefined;
+    return this.verify(purpose, Buffer.from(hex, 'hex').toString('base64url'));
   }
 
   #mac(payload: Buffer): Buffer {

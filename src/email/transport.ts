@@ -1,16 +1,21 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import nodemailer from 'nodemailer';
+import addressparser from 'nodemailer/lib/addressparser';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Config } from '../config.ts';
-import type { DeliveryOutcome } from '../sending/channel.ts';
+import type { DeliveryOutcome, HandOver } from '../sending/channel.ts';
 import { composeMime } from './compose-mime.ts';
+import type { DkimSigner } from './dkim.ts';
 import type { OutgoingEmail } from './render.ts';
 import { SmtpPool } from './smtp-pool.ts';
 
 /** Where rendered emails go: a pooled SMTP connection, or `.eml` files in DATA_DIR/outbox. */
 export interface MailTransport {
-  send(email: OutgoingEmail, deliveryId: number): Promise<DeliveryOutcome>;
+  /** Sends one delivery; `handOver` is awaited before the message is committed to (see Channel). */
+  send(email: OutgoingEmail, deliveryId: number, handOver?: HandOver): Promise<DeliveryOutcome>;
+  /** Sends an email that is no delivery (a reply forwarded to its sender); throws when it is not accepted. */
+  forward(email: OutgoingEmail, name: string): Promise<void>;
   close(): void;
 }
 
@@ -40,15 +45,23 @@ export function createMailTransport(config: Config): MailTransport {
       greetingTimeout: 15_000,
       socketTimeout: 60_000,
     });
+    // The signer (mailauth) is loaded only when DKIM is configured: it costs seconds of start-up.
+    const dkim = config.dkim;
+    const signer: Promise<DkimSigner> | undefined = dkim ? import('./dkim.ts').then((m) => m.createDkimSigner(dkim)) : undefined;
+    const sign = async (raw: string | Buffer, from: string) => (signer ? (await signer)(raw, from) : raw);
     return {
-      async send(email) {
+      async send(email, _deliveryId, handOver) {
         try {
           const { envelope, raw } = composeMime(email, new Date()) ?? (await composeWithNodemailer(email));
-          await pool.send(envelope, raw);
+          await pool.send(envelope, await sign(raw, addressOf(email.from)), handOver);
           return { kind: 'sent', providerMessageId: email.messageId };
         } catch (error) {
           return classifySmtpError(error as Error);
         }
+      },
+      async forward(email) {
+        const { envelope, raw } = composeMime(email, new Date()) ?? (await composeWithNodemailer(email));
+        await pool.send(envelope, await sign(raw, addressOf(email.from)));
       },
       close: () => pool.close(),
     };
@@ -58,17 +71,28 @@ export function createMailTransport(config: Config): MailTransport {
   // the same file instead of adding one.
   const outbox = join(config.dataDir, 'outbox');
   const files = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  const write = async (email: OutgoingEmail, name: string) => {
+    const info = await files.sendMail(email);
+    await mkdir(outbox, { recursive: true });
+    const target = join(outbox, `${name}.eml`);
+    await writeFile(`${target}.tmp`, info.message as Buffer);
+    await rename(`${target}.tmp`, target);
+  };
   return {
-    async send(email, deliveryId) {
-      const info = await files.sendMail(email);
-      await mkdir(outbox, { recursive: true });
-      const target = join(outbox, `${deliveryId}.eml`);
-      await writeFile(`${target}.tmp`, info.message as Buffer);
-      await rename(`${target}.tmp`, target);
+    async send(email, deliveryId, handOver) {
+      await handOver?.();
+      await write(email, String(deliveryId));
       return { kind: 'sent', providerMessageId: email.messageId };
     },
+    forward: (email, name) => write(email, name),
     close: () => files.close(),
   };
+}
+
+/** The bare address of a From given as text or as `{ name, address }`. */
+function addressOf(from: OutgoingEmail['from']): string {
+  if (typeof from === 'string') return addressparser(from, { flatten: true })[0]?.address ?? '';
+  return (from && !Array.isArray(from) ? from.address : '') ?? '';
 }
 
 /** What compose-mime.ts does not cover (attachments, several recipients, …), composed by nodemailer. */

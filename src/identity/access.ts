@@ -28,6 +28,31 @@ export function canReach(principal: Principal, target: UserRef): boolean {
   );
 }
 
+/**
+ * Managing a user — changing their account, minting or revoking their API keys — asks more than
+ * reaching them: the user themself, an Administrator, or a Team Administrator for a teammate of a
+ * strictly lower role. A Team Administrator can thus neither take over a peer (a key minted for
+ * them is their identity) nor demote them.
+ */
+export function canManage(principal: Principal, target: UserRef): boolean {
+  if (principal.rank >= RANK.Administrator || target.id === principal.userId) return true;
+  return (
+    principal.rank >= RANK['Team Administrator'] &&
+    principal.teamId !== null &&
+    target.team_id === principal.teamId &&
+    rankOf(target.roles) < principal.rank
+  );
+}
+
+export function requireManageable(principal: Principal, target: UserRef, action: string): void {
+  if (!canManage(principal, target)) {
+    throw new DomainError(
+      'forbidden',
+      `You may not ${action} of user ${target.id}: only the user, an Administrator, or a Team Administrator for a teammate of a lower role may.`,
+    );
+  }
+}
+
 /** `canReach` as a condition on the `users` table: the users a listing may show the caller. */
 export function reachableUsers(principal: Principal) {
   return (eb: ExpressionBuilder<Database, 'users'>): ExpressionWrapper<Database, 'users', SqlBool> | ReturnType<typeof sql<SqlBool>> => {

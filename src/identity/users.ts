@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { uniqueOn } from '../db/errors.ts';
@@ -6,7 +7,7 @@ import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
-import { type Principal, reachableUsers, requireRank } from './access.ts';
+import { type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from './passwords.ts';
 import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
 
@@ -26,6 +27,9 @@ export const User = Type.Object({
   status: StringEnum(['Active', 'Cancelled'] as const),
   roles: Type.Array(StringEnum(ROLE_NAMES)),
   team_id: Nullable(Type.Integer()),
+  sender_name: Type.String({ description: 'The name emails are sent as (default: full_name)' }),
+  sender_email: Type.String({ description: 'The address emails are sent as or with as Reply-To (default: email)' }),
+  postal_address: Nullable(Type.String({ description: 'Shown in every email footer (CAN-SPAM)' })),
   cancelled_at: Nullable(Timestamp),
   created_at: Timestamp,
   updated_at: Timestamp,
@@ -40,6 +44,9 @@ const fields = {
   time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
   roles: Type.Array(StringEnum(ROLE_NAMES), { minItems: 1, maxItems: ROLE_NAMES.length, uniqueItems: true }),
   team_id: Nullable(Id),
+  sender_name: Nullable(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\r\\n]*$', description: 'null: the full name' })),
+  sender_email: Nullable(Type.String({ format: 'email', maxLength: 254, description: 'null: the account email' })),
+  postal_address: Nullable(Type.String({ minLength: 1, maxLength: 1000, description: 'Multi-line postal address' })),
   password: Type.String({
     minLength: PASSWORD_MIN_LENGTH,
     maxLength: PASSWORD_MAX_LENGTH,
@@ -58,6 +65,9 @@ export const CreateUserBody = WritableBody(
     time_zone: Type.Optional(optional.time_zone),
     roles: Type.Optional(optional.roles),
     team_id: Type.Optional(optional.team_id),
+    sender_name: Type.Optional(optional.sender_name),
+    sender_email: Type.Optional(optional.sender_email),
+    postal_address: Type.Optional(optional.postal_address),
     password: Type.Optional(optional.password),
   },
   READ_ONLY,
@@ -82,6 +92,11 @@ export function fullName(user: Pick<UserRow, 'first_name' | 'last_name'>): strin
   return `${user.first_name} ${user.last_name}`.trim();
 }
 
+/** The name a user's emails are sent as. */
+export function senderName(user: Pick<UserRow, 'first_name' | 'last_name' | 'sender_name'>): string {
+  return user.sender_name ?? fullName(user);
+}
+
 /** The API shape of a user: the one place rows become JSON. */
 export function toApiUser(row: UserRow) {
   return {
@@ -95,6 +110,9 @@ export function toApiUser(row: UserRow) {
     status: row.status,
     roles: row.roles,
     team_id: row.team_id,
+    sender_name: senderName(row),
+    sender_email: row.sender_email ?? row.email,
+    postal_address: row.postal_address,
     cancelled_at: formatTimestamp(row.cancelled_at),
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
@@ -109,7 +127,7 @@ type References = { email?: string; time_zone?: string | null; team_id?: number 
 /** Checks that need the database or the runtime, reported together like schema errors. */
 async function checkReferences(db: Db, changes: References, exceptId?: number): Promise<void> {
   const errors: FieldErrors = {};
-  if (changes.time_zone && !isTimeZone(changes.time_zone)) {
+  if (changes.time_zone !== undefined && changes.time_zone !== null && !isTimeZone(changes.time_zone)) {
     errors.time_zone = ['must be an IANA time zone such as America/New_York'];
   }
   if (changes.team_id) {
@@ -165,6 +183,9 @@ export async function createUser(db: Db, principal: Principal, body: Static<type
     time_zone: body.time_zone ?? null,
     roles,
     team_id: teamId,
+    sender_name: body.sender_name ?? null,
+    sender_email: body.sender_email ?? null,
+    postal_address: body.postal_address?.trim() || null,
     password_hash: body.password === undefined ? null : await hashPassword(body.password),
   });
 }
@@ -180,20 +201,68 @@ export async function changeUser(
   body: Static<typeof UpdateUserBody>,
   now: Date,
 ): Promise<UserRow> {
+  if (target.id !== principal.userId) {
+    requireManageable(principal, target, 'change the account');
+    // A password or an email address is how one signs in as a user: set by them or an Administrator only.
+    if ((body.password !== undefined || body.email !== undefined) && principal.rank < RANK.Administrator) {
+      throw new DomainError('forbidden', 'Only the user themself or an Administrator may set a password or an email address.');
+    }
+  }
+  const demoting = body.roles !== undefined && target.roles.includes('Administrator') && !body.roles.includes('Administrator');
   if (body.roles !== undefined && !sameMembers(body.roles, target.roles)) requireGrantable(principal, body.roles);
   if (body.team_id !== undefined && body.team_id !== target.team_id) {
     requireRank(principal, RANK.Administrator, 'move users between teams');
   }
   await checkReferences(db, body, target.id);
   const changes: UserUpdate = {};
-  for (const key of ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'roles', 'team_id'] as const) {
+  for (const key of [
+    'first_name',
+    'last_name',
+    'email',
+    'phone',
+    'time_zone',
+    'roles',
+    'team_id',
+    'sender_name',
+    'sender_email',
+  ] as const) {
     if (body[key] !== undefined) (changes as Record<string, unknown>)[key] = body[key];
   }
+  if (body.postal_address !== undefined) changes.postal_address = body.postal_address?.trim() || null;
   if (body.password !== undefined) changes.password_hash = await hashPassword(body.password);
-  const updated = await updateUser(db, target.id, changes, now);
+  const updated = demoting
+    ? await keepingAnAdministrator(db, target, 'demoted', (trx) => updateUser(trx, target.id, changes, now))
+    : await updateUser(db, target.id, changes, now);
   // A new password signs the user out of every browser, in case the old one was known to someone else.
   if (body.password !== undefined) await db.deleteFrom('web_sessions').where('user_id', '=', target.id).execute();
   return updated;
+}
+
+const SIMPLE_EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/**
+ * The sender identity from the account settings form: empty fields go back to their defaults
+ * (full name, account email, no postal address). The same limits as the API's schema.
+ */
+export async function changeSender(
+  db: Db,
+  userId: number,
+  form: { sender_name: string; sender_email: string; postal_address: string },
+  now: Date,
+): Promise<UserRow> {
+  const errors: FieldErrors = {};
+  if (form.sender_name.length > 255 || /[\r\n]/.test(form.sender_name)) errors.sender_name = ['must be one line of at most 255 characters'];
+  if (form.sender_email && (form.sender_email.length > 254 || !SIMPLE_EMAIL.test(form.sender_email))) {
+    errors.sender_email = ['must be an email address'];
+  }
+  if (form.postal_address.length > 1000) errors.postal_address = ['must be at most 1000 characters'];
+  throwIfAny(errors);
+  return updateUser(
+    db,
+    userId,
+    { sender_name: form.sender_name || null, sender_email: form.sender_email || null, postal_address: form.postal_address || null },
+    now,
+  );
 }
 
 /** Cancels an account (Administrator, or the user themself); cancelling again keeps the first `cancelled_at`. */
@@ -202,7 +271,35 @@ export async function cancelUser(db: Db, principal: Principal, target: UserRow, 
     throw new DomainError('forbidden', 'Only an Administrator or the user themself may cancel an account.');
   }
   if (target.status === 'Cancelled') return target;
-  return updateUser(db, target.id, { status: 'Cancelled', cancelled_at: now }, now);
+  const cancel = (trx: Db) => updateUser(trx, target.id, { status: 'Cancelled', cancelled_at: now }, now);
+  return target.roles.includes('Administrator') ? keepingAnAdministrator(db, target, 'cancelled', cancel) : cancel(db);
+}
+
+/**
+ * Runs `change` — which takes the Administrator role from `target` or cancels them — only if
+ * another active Administrator remains, so nobody can lock everyone out. Under a lock: two
+ * Administrators demoting each other at once cannot both succeed.
+ */
+async function keepingAnAdministrator(db: Db, target: UserRow, what: string, change: (trx: Db) => Promise<UserRow>): Promise<UserRow> {
+  if (target.status !== 'Active') return change(db);
+  return db.transaction().execute(async (trx) => {
+    await sql`SELECT pg_advisory_xact_lock(hashtext('hopper:administrators'))`.execute(trx);
+    const other = await trx
+      .selectFrom('users')
+      .select('id')
+      .where(sql<boolean>`'Administrator' = ANY (roles)`)
+      .where('status', '=', 'Active')
+      .where('deleted_at', 'is', null)
+      .where('id', '!=', target.id)
+      .executeTakeFirst();
+    if (!other) {
+      throw new DomainError(
+        'bad_request',
+        `User ${target.id} is the last active Administrator and cannot be ${what}: make another user an Administrator first.`,
+      );
+    }
+    return change(trx);
+  });
 }
 
 export async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {

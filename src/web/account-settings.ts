@@ -1,8 +1,10 @@
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.ts';
+import { DomainError } from '../errors.ts';
 import type { App } from '../http/context.ts';
 import { createApiKey, findLiveApiKey, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
+import { changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 import { graceEndsAt, type WebSession } from './sessions.ts';
@@ -46,7 +48,47 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
   web.get('/account/settings', { schema: PAGE_SCHEMA }, async (request, reply) => {
     const session = request.webSession;
     if (!session) return reply.redirect('/login', 303);
-    return sendPage(reply, 'settings-profile', { title: 'Profile', ...sharedData(session, 'profile'), user: session.user });
+    const notice = request.query && (request.query as { saved?: string }).saved !== undefined ? 'Saved.' : undefined;
+    return sendProfile(reply, session, { notice });
+  });
+
+  async function sendProfile(
+    reply: FastifyReply,
+    session: WebSession,
+    extra: { notice?: string; senderError?: string } = {},
+    status = 200,
+  ) {
+    const user = await findUser(db, session.user.id);
+    const sender = user ? toApiUser(user) : { sender_name: '', sender_email: '', postal_address: null };
+    return sendPage(
+      reply,
+      'settings-profile',
+      { title: 'Profile', ...sharedData(session, 'profile'), user: session.user, sender, ...extra },
+      status,
+    );
+  }
+
+  // The sender identity (name, address, postal address) of the signed-in user's emails.
+  web.post('/account/settings/sender', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    const session = request.webSession as WebSession;
+    const body = (request.body ?? {}) as Record<string, unknown>;
+    const field = (name: string) => (typeof body[name] === 'string' ? (body[name] as string).trim() : '');
+    try {
+      await changeSender(
+        db,
+        session.user.id,
+        { sender_name: field('sender_name'), sender_email: field('sender_email'), postal_address: field('postal_address') },
+        clock(),
+      );
+    } catch (error) {
+      const fields = error instanceof DomainError ? error.errors : undefined;
+      if (!fields) throw error;
+      const senderError = Object.entries(fields)
+        .map(([k, v]) => `${k.replace('_', ' ')} ${v.join(', ')}`)
+        .join('; ');
+      return sendProfile(reply, session, { senderError }, 422);
+    }
+    return reply.redirect('/account/settings?saved', 303);
   });
 
   web.get(

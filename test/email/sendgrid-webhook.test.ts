@@ -295,10 +295,10 @@ describe('SendGrid event webhook without a configured key', () => {
   });
   after(() => t.close());
 
-  test('refuses every post with 403 webhook_not_configured, signed or not', async () => {
+  test('refuses every post with 503 webhook_not_configured (SendGrid retries), signed or not', async () => {
     const { privateKey } = sendgridKeyPair();
-    assertProblem(await postWebhook(t, privateKey, '[]'), 403, 'webhook_not_configured');
-    assertProblem(await postWebhook(t, undefined, '[]'), 403, 'webhook_not_configured');
+    assertProblem(await postWebhook(t, privateKey, '[]'), 503, 'webhook_not_configured');
+    assertProblem(await postWebhook(t, undefined, '[]'), 503, 'webhook_not_configured');
   });
 });
 

@@ -27,7 +27,12 @@ describe('rendered email: tracking and unsubscribe', () => {
   const prepared: PreparedEmail = {
     message,
     signatureHtml: '<p>Jane · <a href="https://agent.example/about">about me</a></p>',
-    from: 'Jane <jane@hopper.test>',
+    sender: {
+      from: { name: 'Jane', address: 'jane@hopper.test' },
+      replyTo: undefined,
+      own: { name: 'Jane', address: 'jane@hopper.test' },
+      postalAddress: null,
+    },
     domain: 'hopper.test',
     publicUrl: 'https://hopper.test',
     tokens,
