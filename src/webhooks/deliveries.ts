@@ -1,0 +1,354 @@
+import { sql } from 'kysely';
+import { Type } from 'typebox';
+import { toApiContact } from '../contacts/contacts.ts';
+import { tagNamesByContact } from '../contacts/tags.ts';
+import type { Db } from '../db/database.ts';
+import type { ContactRow, DeliveryRow } from '../db/schema.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { findEmail, toApiTemplatedEmail } from '../email/templated-emails.ts';
+import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
+import { toApiDelivery } from '../messages/delivery-listing.ts';
+import { formatTimestamp } from '../time.ts';
+import { findDrop, toApiVoicemailDrop } from '../voicemail/drops.ts';
+
+/**
+ * The webhook delivery ledger: one row per event and endpoint, claimed by a worker with a lease
+ * (as message deliveries are), every attempt logged. An event's body is made once, the first time
+ * any endpoint is sent it, and kept: retries carry the same bytes and the same `webhook-id`.
+ */
+export const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
+
+export const WebhookAttempt = Type.Object({
+  attempt: Type.Integer(),
+  started_at: Timestamp,
+  duration_ms: Type.Integer(),
+  response_status: Nullable(Type.Integer()),
+  error: Nullable(Type.String()),
+  next_retry_at: Nullable(Timestamp),
+});
+
+export const WebhookDelivery = Type.Object({
+  id: Id,
+  webhook_id: Type.String({ description: 'The `webhook-id` header: the same on every retry' }),
+  event_type: Type.String(),
+  state: StringEnum(WEBHOOK_DELIVERY_STATES),
+  attempts: Type.Integer(),
+  response_status: Nullable(Type.Integer({ description: 'Of the last attempt' })),
+  last_error: Nullable(Type.String()),
+  next_retry_at: Nullable(Timestamp),
+  created_at: Timestamp,
+  delivered_at: Nullable(Timestamp),
+  attempt_log: Type.Array(WebhookAttempt),
+});
+
+export const WEBHOOK_DELIVERY_FILTERS: Filters = { state: { kind: 'enum', column: 'state', values: WEBHOOK_DELIVERY_STATES } };
+
+/** The `webhook-id` of an event. */
+export const webhookId = (uid: string) => `msg_${uid.replace(/-/g, '')}`;
+
+/** One page of an endpoint's deliveries, newest first in id order as every listing, with their attempts. */
+export async function searchWebhookDeliveries(db: Db, endpointId: number, params: SearchParams) {
+  const query = db
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .select([
+      'd.id',
+      'd.state',
+      'd.attempts',
+      'd.last_status',
+      'd.last_error',
+      'd.next_attempt_at',
+      'd.created_at',
+      'd.delivered_at',
+      'e.uid',
+      'e.type',
+    ])
+    .where('d.endpoint_id', '=', endpointId);
+  const result = await runSearch(query, WEBHOOK_DELIVERY_FILTERS, params, 'd.id');
+  const ids = result.rows.map((r) => r.id);
+  const attempts =
+    ids.length === 0
+      ? []
+      : await db
+          .selectFrom('webhook_attempts')
+          .selectAll()
+          .where('delivery_id', 'in', ids)
+          .orderBy('delivery_id')
+          .orderBy('attempt')
+          .execute();
+  const rows = result.rows.map((r) => ({
+    id: r.id,
+    webhook_id: webhookId(r.uid),
+    event_type: r.type,
+    state: r.state,
+    attempts: r.attempts,
+    response_status: r.last_status,
+    last_error: r.last_error,
+    next_retry_at: r.state === 'pending' ? formatTimestamp(r.next_attempt_at) : null,
+    created_at: formatTimestamp(r.created_at),
+    delivered_at: formatTimestamp(r.delivered_at),
+    attempt_log: attempts
+      .filter((a) => a.delivery_id === r.id)
+      .map((a) => ({
+        attempt: a.attempt,
+        started_at: formatTimestamp(a.started_at),
+        duration_ms: a.duration_ms,
+        response_status: a.status,
+        error: a.error,
+        next_retry_at: formatTimestamp(a.next_retry_at),
+      })),
+  }));
+  return { ...result, rows };
+}
+
+/** The endpoints with work due now: deliveries due, or claims a dead worker left behind. */
+export async function endpointsWithDueWork(db: Db, now: Date): Promise<number[]> {
+  const { rows } = await sql<{ id: number }>`
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.enabled AND (
+      EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= ${now})
+      OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'sending' AND d.lease_until < ${now}))
+    `.execute(db);
+  return rows.map((r) => Number(r.id));
+}
+
+export interface ClaimedWebhook {
+  id: number;
+  attempts: number;
+  created_at: Date;
+  event_id: number;
+  uid: string;
+  type: string;
+  resource: string;
+  resource_id: number;
+  user_id: number;
+  occurred_at: Date;
+  snapshot: Record<string, unknown>;
+  payload: string | null;
+}
+
+/**
+ * Claims up to `limit` of an endpoint's due deliveries for this worker, with a lease: oldest due
+ * first, then claims a dead worker left behind (lease run out). Rows another worker holds are skipped.
+ */
+export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: number, now: Date, leaseMs: number) {
+  const lease = new Date(now.getTime() + leaseMs);
+  const { rows } = await sql<ClaimedWebhook>`
+    WITH endpoint AS (
+      SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled
+    ), room AS (
+      SELECT ${limit}::integer AS n FROM endpoint
+    ), abandoned AS (
+      SELECT id FROM webhook_deliveries
+      WHERE endpoint_id = ${endpointId} AND state = 'sending' AND lease_until < ${now}
+      LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
+    ), fresh AS (
+      SELECT id FROM webhook_deliveries
+      WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= ${now}
+      ORDER BY next_attempt_at, id
+      LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
+    ), picked AS (
+      SELECT id FROM (SELECT id FROM abandoned UNION ALL SELECT id FROM fresh) due ORDER BY id LIMIT (SELECT n FROM room)
+    ), claimed AS (
+      UPDATE webhook_deliveries d
+      SET state = 'sending', attempts = d.attempts + 1, lease_until = ${lease}, updated_at = ${now}
+      FROM picked WHERE d.id = picked.id
+      RETURNING d.id, d.attempts, d.created_at, d.event_id
+    )
+    SELECT c.*, e.uid, e.type, e.resource, e.resource_id, e.user_id, e.occurred_at, e.snapshot, e.payload
+    FROM claimed c JOIN webhook_events e ON e.id = c.event_id
+    ORDER BY c.id`.execute(db);
+  return rows.map((r) => ({ ...r, id: Number(r.id), event_id: Number(r.event_id), occurred_at: new Date(r.occurred_at) }));
+}
+
+/** Timestamps in a row snapshot (to_jsonb) come as text; the API shapes want Dates. */
+function revive<T>(snapshot: Record<string, unknown>): T {
+  const row: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(snapshot)) {
+    row[key] = key.endsWith('_at') && typeof value === 'string' ? new Date(value) : value;
+  }
+  return row as T;
+}
+
+/**
+ * The body of each claimed event that has none yet, made once and stored (`COALESCE` keeps the
+ * first when two workers make one at once): `{type, timestamp, data}` with `data` the resource as
+ * a read returns it. A message is read as it is now, with the status the event announces.
+ */
+export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUrl: string): Promise<void> {
+  const missing = claimed.filter((c) => c.payload === null);
+  if (missing.length === 0) return;
+  const made = new Map<number, string>();
+  const contactTags = new Map<string, string[]>();
+  const contacts = missing.filter((c) => c.resource === 'contact');
+  for (const userId of new Set(contacts.map((c) => c.user_id))) {
+    const ids = contacts.filter((c) => c.user_id === userId).map((c) => c.resource_id);
+    for (const [id, names] of await tagNamesByContact(db, userId, ids)) contactTags.set(`${userId}:${id}`, names);
+  }
+  for (const event of missing) {
+    if (made.has(event.event_id)) continue;
+    const data = await eventData(db, event, contactTags, publicUrl);
+    made.set(event.event_id, JSON.stringify({ type: event.type, timestamp: event.occurred_at.toISOString(), data }));
+  }
+  const ids = [...made.keys()];
+  const { rows } = await sql<{ id: number; payload: string | null }>`
+    UPDATE webhook_events e SET payload = COALESCE(e.payload, x.payload)
+    FROM unnest(${ids}::bigint[], ${ids.map((id) => made.get(id))}::text[]) AS x(id, payload)
+    WHERE e.id = x.id
+    RETURNING e.id, CASE WHEN e.payload IS DISTINCT FROM x.payload THEN e.payload END AS payload`.execute(db);
+  // Only a body another worker made first comes back (rare): it is the one to send.
+  const stored = new Map(rows.filter((r) => r.payload !== null).map((r) => [Number(r.id), r.payload]));
+  for (const event of missing) event.payload = stored.get(event.event_id) ?? made.get(event.event_id) ?? null;
+}
+
+async function eventData(db: Db, event: ClaimedWebhook, contactTags: Map<string, string[]>, publicUrl: string): Promise<unknown> {
+  const snapshot = event.snapshot;
+  switch (event.resource) {
+    case 'contact': {
+      const { previous_status, ...row } = snapshot;
+      const contact = toApiContact(revive<ContactRow>(row), contactTags.get(`${event.user_id}:${event.resource_id}`) ?? []);
+      return previous_status === undefined ? contact : { ...contact, previous_status };
+    }
+    case 'delivery': {
+      const { event: engagement, ...row } = snapshot as Record<string, unknown> & { event?: Record<string, unknown> };
+      const delivery = revive<DeliveryRow>(row);
+      return {
+        ...toApiDelivery(delivery),
+        user_id: delivery.user_id,
+        message_kind: delivery.message_kind,
+        message_id: delivery.message_id,
+        ...(engagement
+          ? {
+              event: {
+                type: engagement.type,
+                detail: engagement.detail ?? null,
+                occurred_at: formatTimestamp(new Date(String(engagement.occurred_at))),
+              },
+            }
+          : {}),
+      };
+    }
+    case 'voicemail_drop':
+    case 'templated_email': {
+      const status = snapshot.status;
+      const id = event.resource_id;
+      const read =
+        event.resource === 'voicemail_drop'
+          ? await findDrop(db, id).then((view) => view && toApiVoicemailDrop(view, publicUrl))
+          : await findEmail(db, id).then((view) => view && toApiTemplatedEmail(view));
+      if (read) return { ...read, status };
+      const row = revive<Record<string, Date | unknown>>(snapshot);
+      return { id, user_id: event.user_id, status, updated_at: formatTimestamp(row.updated_at as Date) };
+    }
+    default:
+      return snapshot;
+  }
+}
+
+export interface AttemptOutcome {
+  id: number;
+  attempts: number;
+  startedAt: Date;
+  durationMs: number;
+  status: number | null;
+  error: string | null;
+  ok: boolean;
+  /** When to try again; null when it succeeded or is given up. */
+  nextAt: Date | null;
+}
+
+/**
+ * A claim still held, written so that the planner finds the rows by their ids (the primary key)
+ * and never through the partial index of claims: every delivery passes through `sending`, and a
+ * bitmap scan of that index reads every entry left by rows that moved on since the last vacuum —
+ * with a backlog of 100,000 events, each record statement read them all (a quadratic slowdown).
+ */
+const CURRENT_CLAIM = sql`(d.state || '') = 'sending'`;
+
+/** Records a round of attempts in one statement: the deliveries' new states and the attempt log. Only current claims move. */
+export async function recordWebhookAttempts(db: Db, outcomes: readonly AttemptOutcome[], now: Date): Promise<void> {
+  if (outcomes.length === 0) return;
+  const rows = outcomes.map((o) => ({
+    id: o.id,
+    attempts: o.attempts,
+    started_at: o.startedAt.toISOString(),
+    duration_ms: o.durationMs,
+    status: o.status,
+    error: o.error,
+    state: o.ok ? 'delivered' : o.nextAt ? 'pending' : 'failed',
+    next_at: o.nextAt?.toISOString() ?? null,
+  }));
+  await sql`
+    WITH x AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        AS x(id bigint, attempts integer, started_at timestamptz, duration_ms integer, status integer, error text, state text, next_at timestamptz)
+    ), moved AS (
+      UPDATE webhook_deliveries d
+      SET state = x.state, next_attempt_at = x.next_at, lease_until = NULL, last_status = x.status, last_error = x.error,
+          updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN ${now}::timestamptz ELSE d.delivered_at END
+      FROM x WHERE d.id = x.id AND ${CURRENT_CLAIM} AND d.attempts = x.attempts
+      RETURNING d.id
+    )
+    INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error, next_retry_at)
+    SELECT x.id, x.attempts, x.started_at, x.duration_ms, x.status, x.error, x.next_at FROM x JOIN moved USING (id)`.execute(db);
+}
+
+/**
+ * Keeps an endpoint's failing streak: a success ends it; a round of failures starts it (or lets it
+ * run on), and a streak older than `disableAfterMs` disables the endpoint with the reason.
+ */
+export async function noteEndpointHealth(
+  db: Db,
+  endpointId: number,
+  round: { succeeded: boolean; lastError: string | null },
+  now: Date,
+  disableAfterMs: number,
+): Promise<void> {
+  if (round.succeeded) {
+    await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${endpointId} AND failing_since IS NOT NULL`.execute(db);
+    return;
+  }
+  const cutoff = new Date(now.getTime() - disableAfterMs);
+  await sql`
+    UPDATE webhook_endpoints
+    SET failing_since = COALESCE(failing_since, ${now}),
+        enabled = CASE WHEN failing_since <= ${cutoff} THEN false ELSE enabled END,
+        disabled_reason = CASE WHEN failing_since <= ${cutoff}
+          THEN 'Disabled after failing since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '; last error: ' || ${round.lastError ?? 'unknown'}
+          ELSE disabled_reason END,
+        updated_at = CASE WHEN failing_since <= ${cutoff} THEN ${now} ELSE updated_at END
+    WHERE id = ${endpointId} AND enabled`.execute(db);
+}
+
+/** Hands claims back unsent (the worker stops, or the endpoint looks down): due again at once, the attempt not counted. */
+export async function releaseWebhookClaims(db: Db, claims: readonly Pick<ClaimedWebhook, 'id' | 'attempts'>[], now: Date): Promise<void> {
+  if (claims.length === 0) return;
+  await sql`
+    UPDATE webhook_deliveries d
+    SET state = 'pending', attempts = d.attempts - 1, lease_until = NULL, updated_at = ${now}
+    FROM unnest(${claims.map((c) => c.id)}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
+    WHERE d.id = x.id AND ${CURRENT_CLAIM} AND d.attempts = x.attempts`.execute(db);
+}
+
+/**
+ * Deletes, `batch` at a time, the events older than `cutoff` with their deliveries and attempts
+ * (WEBHOOK_RETENTION). An event one of whose deliveries is still due to an enabled endpoint, or
+ * being sent, is kept until it is done. Returns how many events went.
+ */
+export async function pruneWebhookHistory(db: Db, cutoff: Date, batch = 5_000): Promise<number> {
+  let deleted = 0;
+  for (;;) {
+    const { numAffectedRows } = await sql`
+      DELETE FROM webhook_events WHERE id IN (
+        SELECT e.id FROM webhook_events e
+        WHERE e.occurred_at < ${cutoff}
+          AND NOT EXISTS (
+            SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+            WHERE d.event_id = e.id AND (d.state = 'sending' OR (d.state = 'pending' AND w.enabled)))
+        ORDER BY e.occurred_at, e.id
+        LIMIT ${batch})`.execute(db);
+    const n = Number(numAffectedRows ?? 0);
+    deleted += n;
+    if (n < batch) return deleted;
+  }
+}

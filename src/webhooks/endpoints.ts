@@ -1,0 +1,214 @@
+import { isIP } from 'node:net';
+import { sql } from 'kysely';
+import { Type } from 'typebox';
+import type { Db } from '../db/database.ts';
+import { findOwnedRow } from '../db/owned-rows.ts';
+import type { WebhookEndpointRow } from '../db/schema.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { DomainError, type FieldErrors, throwIfAny, validationError } from '../errors.ts';
+import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
+import { isPrivateAddress } from '../media/remote-fetch.ts';
+import { formatTimestamp } from '../time.ts';
+import { TEST_EVENT, WEBHOOK_EVENT_TYPES } from './events.ts';
+import { newSecret } from './signing.ts';
+
+/**
+ * A user's webhook endpoints (docs/webhooks.md): where events go, which ones, and the secret that
+ * signs them. The secret is shown once, when it is made (creation, rotation); a rotated secret's
+ * predecessor keeps signing alongside it for `ROTATION_OVERLAP_MS`.
+ */
+export const ROTATION_OVERLAP_MS = 24 * 3_600_000;
+const MAX_ENDPOINTS_PER_USER = 50;
+
+export const WebhookEndpoint = Type.Object({
+  id: Id,
+  user_id: Id,
+  url: Type.String(),
+  description: Nullable(Type.String()),
+  events: Type.Array(StringEnum(WEBHOOK_EVENT_TYPES)),
+  enabled: Type.Boolean(),
+  disabled_reason: Nullable(Type.String({ description: 'Why Hopper disabled the endpoint (failing for too long); null when enabled' })),
+  failing_since: Nullable(Timestamp),
+  previous_secret_expires_at: Nullable(Timestamp),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+/** Creation and rotation answer with the secret, once. */
+export const WebhookEndpointWithSecret = Type.Object({
+  ...WebhookEndpoint.properties,
+  secret: Type.String({ description: 'whsec_… — shown only now; verify signatures with it' }),
+});
+
+const Fields = {
+  url: Type.String({ minLength: 1, maxLength: 2048, description: 'https:// URL receiving the events' }),
+  events: Type.Array(StringEnum(WEBHOOK_EVENT_TYPES), { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true }),
+  description: Nullable(Type.String({ maxLength: 500 })),
+  enabled: Type.Boolean(),
+};
+const READ_ONLY = ['id', 'user_id', 'disabled_reason', 'failing_since', 'previous_secret_expires_at', 'created_at', 'updated_at'];
+
+export const CreateWebhookBody = WritableBody(
+  { url: Fields.url, events: Fields.events, description: Type.Optional(Fields.description), enabled: Type.Optional(Fields.enabled) },
+  READ_ONLY,
+);
+export const UpdateWebhookBody = WritableBody(Type.Partial(Type.Object(Fields)).properties, READ_ONLY);
+
+type CreateBody = { url: string; events: string[]; description?: string | null; enabled?: boolean };
+type UpdateBody = Partial<CreateBody>;
+
+export const WEBHOOK_FILTERS: Filters = { id: { kind: 'id', column: 'id' }, url: { kind: 'text', column: 'url' } };
+
+export interface TargetRules {
+  allowHttp: boolean;
+  allowPrivate: boolean;
+}
+
+/**
+ * The URL rules that can be checked when an endpoint is saved: https (http only when allowed), no
+ * credentials, and no literal private address. Names are resolved, and checked again, at every
+ * delivery (a name can change what it points at).
+ */
+export function urlProblem(text: string, rules: TargetRules): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  if (url.protocol !== 'https:' && !(rules.allowHttp && url.protocol === 'http:')) {
+    return rules.allowHttp ? 'must be an http:// or https:// URL' : 'must be an https:// URL';
+  }
+  if (url.username || url.password) return 'must not contain a user name or password';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!rules.allowPrivate && (host === 'localhost' || host.endsWith('.localhost') || (isIP(host) && isPrivateAddress(host)))) {
+    return 'must not point at a private, loopback or link-local address';
+  }
+  return undefined;
+}
+
+export function toApiWebhookEndpoint(row: WebhookEndpointRow) {
+  return {
+    id: row.id,
+    user_id: row.user_id,
+    url: row.url,
+    description: row.description,
+    events: row.events as (typeof WEBHOOK_EVENT_TYPES)[number][],
+    enabled: row.enabled,
+    disabled_reason: row.disabled_reason,
+    failing_since: formatTimestamp(row.failing_since),
+    previous_secret_expires_at: formatTimestamp(row.previous_secret_expires_at),
+    created_at: formatTimestamp(row.created_at),
+    updated_at: formatTimestamp(row.updated_at),
+  };
+}
+
+function checkFields(body: UpdateBody, rules: TargetRules): void {
+  const errors: FieldErrors = {};
+  if (body.url !== undefined) {
+    const problem = urlProblem(body.url, rules);
+    if (problem) errors.url = [problem];
+  }
+  throwIfAny(errors);
+}
+
+export async function createWebhookEndpoint(db: Db, userId: number, body: CreateBody, rules: TargetRules, now: Date) {
+  checkFields(body, rules);
+  const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_endpoints WHERE user_id = ${userId}`.execute(db);
+  if (Number(rows[0]?.n ?? 0) >= MAX_ENDPOINTS_PER_USER) {
+    throw validationError({ url: [`a user may have at most ${MAX_ENDPOINTS_PER_USER} webhook endpoints`] });
+  }
+  return db
+    .insertInto('webhook_endpoints')
+    .values({
+      user_id: userId,
+      url: body.url,
+      events: body.events,
+      description: body.description ?? null,
+      enabled: body.enabled ?? true,
+      secret: newSecret(),
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export function findWebhookEndpoint(db: Db, id: number) {
+  return findOwnedRow(db, 'webhook_endpoints', id);
+}
+
+export async function searchWebhookEndpoints(db: Db, userId: number, params: SearchParams) {
+  const query = db.selectFrom('webhook_endpoints').selectAll().where('user_id', '=', userId);
+  return runSearch(query, WEBHOOK_FILTERS, params, 'id');
+}
+
+/** Applies the fields present. Enabling an endpoint again clears why it was disabled and its failing streak. */
+export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow, body: UpdateBody, rules: TargetRules, now: Date) {
+  checkFields(body, rules);
+  const values: Record<string, unknown> = {};
+  if (body.url !== undefined) values.url = body.url;
+  if (body.events !== undefined) values.events = body.events;
+  if (body.description !== undefined) values.description = body.description;
+  if (body.enabled !== undefined) {
+    values.enabled = body.enabled;
+    if (body.enabled) Object.assign(values, { disabled_reason: null, failing_since: null });
+  }
+  const row = await db
+    .updateTable('webhook_endpoints')
+    .set({ ...values, updated_at: now })
+    .where('id', '=', endpoint.id)
+    .where('user_id', '=', endpoint.user_id)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw new DomainError('not_found', `Webhook ${endpoint.id} does not exist.`);
+  return row;
+}
+
+/** Deletes the endpoint with its pending and past deliveries. */
+export async function deleteWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow): Promise<void> {
+  await db.deleteFrom('webhook_endpoints').where('id', '=', endpoint.id).where('user_id', '=', endpoint.user_id).execute();
+}
+
+/** A new secret; the current one keeps signing alongside it for a day. */
+export async function rotateWebhookSecret(db: Db, endpoint: WebhookEndpointRow, now: Date) {
+  const row = await db
+    .updateTable('webhook_endpoints')
+    .set((eb) => ({
+      previous_secret: eb.ref('secret'),
+      previous_secret_expires_at: new Date(now.getTime() + ROTATION_OVERLAP_MS),
+      secret: newSecret(),
+      updated_at: now,
+    }))
+    .where('id', '=', endpoint.id)
+    .where('user_id', '=', endpoint.user_id)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw new DomainError('not_found', `Webhook ${endpoint.id} does not exist.`);
+  return row;
+}
+
+/** Queues a `webhook.test` event for this endpoint alone (whatever it subscribes to). */
+export async function queueTestEvent(db: Db, endpoint: WebhookEndpointRow, now: Date): Promise<number> {
+  if (!endpoint.enabled) throw validationError({ enabled: ['the endpoint is disabled; enable it first'] });
+  return db.transaction().execute(async (trx) => {
+    const event = await trx
+      .insertInto('webhook_events')
+      .values({
+        user_id: endpoint.user_id,
+        type: TEST_EVENT,
+        resource: 'webhook',
+        resource_id: endpoint.id,
+        occurred_at: now,
+        snapshot: JSON.stringify({ endpoint_id: endpoint.id, message: 'This is a test event from Hopper.' }),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const delivery = await trx
+      .insertInto('webhook_deliveries')
+      .values({ endpoint_id: endpoint.id, event_id: event.id, next_attempt_at: now, created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return delivery.id;
+  });
+}

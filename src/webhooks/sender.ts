@@ -1,0 +1,127 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { readFileSync } from 'node:fs';
+import { isIP, type LookupFunction } from 'node:net';
+import { createSecureContext, rootCertificates } from 'node:tls';
+import { Agent, errors, request } from 'undici';
+import type { WebhookConfig } from '../config.ts';
+import { isPrivateAddress } from '../media/remote-fetch.ts';
+
+/**
+ * Posts one signed event to an endpoint and says how it went. The address is checked where the
+ * socket gets it: a name resolving to a loopback, private or link-local address is refused (unless
+ * WEBHOOK_ALLOW_PRIVATE), and the connection goes to the address that was checked, so a name cannot
+ * pass the check and then resolve elsewhere (DNS rebinding). Redirects are answers like any other
+ * non-2xx: never followed (undici's `request` follows none).
+ *
+ * One undici Agent keeps a pool of keep-alive connections per origin, at most WEBHOOK_MAX_IN_FLIGHT
+ * of them: a name is resolved (and checked) when a connection opens, not on every post. Node's own
+ * https.Agent was the bottleneck here: it derives its pool key from the TLS options on every
+ * request, certificate authorities included (a few hundred kilobytes with WEBHOOK_CA_FILE), which
+ * cost more than the post itself.
+ */
+export interface PostResult {
+  /** The HTTP status, when the endpoint answered. */
+  status: number | null;
+  /** Why it failed, when it did (non-2xx, timeout, refused address, connection error). */
+  error: string | null;
+  ok: boolean;
+  durationMs: number;
+}
+
+export interface WebhookSender {
+  post(url: string, headers: Record<string, string>, body: string): Promise<PostResult>;
+  close(): Promise<void>;
+}
+
+class RefusedAddress extends Error {
+  override name = 'RefusedAddress';
+  code = 'HOPPER_REFUSED_ADDRESS';
+}
+
+const MAX_ERROR_BODY = 200;
+
+export function createWebhookSender(config: WebhookConfig): WebhookSender {
+  const lookup = config.allowPrivate ? undefined : (guardedLookup as unknown as LookupFunction);
+  // One TLS context for every connection: made per connection, the trusted roots are parsed each time.
+  const secureContext = createSecureContext(config.caFile ? { ca: [...rootCertificates, readFileSync(config.caFile, 'utf8')] } : {});
+  const agent = new Agent({
+    connections: config.maxInFlight,
+    allowH2: false,
+    keepAliveTimeout: 30_000,
+    headersTimeout: config.timeoutMs,
+    bodyTimeout: config.timeoutMs,
+    connect: { timeout: config.timeoutMs, secureContext, ...(lookup ? { lookup } : {}) },
+  });
+
+  return {
+    async post(target, headers, body) {
+      const started = performance.now();
+      const done = (status: number | null, error: string | null): PostResult => ({
+        status,
+        error,
+        ok: error === null,
+        durationMs: Math.round(performance.now() - started),
+      });
+      let url: URL;
+      try {
+        url = new URL(target);
+      } catch {
+        return done(null, 'the endpoint URL is not valid');
+      }
+      if (url.protocol !== 'https:' && !(url.protocol === 'http:' && config.allowHttp)) {
+        return done(null, 'the endpoint URL must be https://');
+      }
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      if (!config.allowPrivate && (isIP(host) ? isPrivateAddress(host) : host === 'localhost')) {
+        return done(null, `refused: ${host} is a private, loopback or link-local address`);
+      }
+      // One deadline for the whole exchange: connecting, the answer's headers and its body.
+      const deadline = AbortSignal.timeout(config.timeoutMs);
+      try {
+        const response = await request(url, {
+          method: 'POST',
+          dispatcher: agent,
+          signal: deadline,
+          headers: { ...headers, 'content-type': 'application/json', 'user-agent': 'Hopper-Webhooks/1' },
+          body,
+        });
+        const status = response.statusCode;
+        if (status >= 200 && status < 300) {
+          await response.body.dump();
+          return done(status, null);
+        }
+        const excerpt = (await response.body.text().catch(() => '')).slice(0, MAX_ERROR_BODY).trim().replace(/\s+/g, ' ');
+        return done(status, `HTTP ${status}${excerpt ? `: ${excerpt}` : ''}`);
+      } catch (error) {
+        if (deadline.aborted || error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
+          return done(null, `timed out after ${config.timeoutMs} ms`);
+        }
+        return done(null, describe(error as Error));
+      }
+    },
+    async close() {
+      await agent.destroy();
+    },
+  };
+}
+
+function describe(error: Error & { code?: string; cause?: unknown }): string {
+  const cause = error.cause instanceof Error ? (error.cause as Error & { code?: string }) : undefined;
+  const root = error instanceof RefusedAddress ? error : cause instanceof RefusedAddress ? cause : undefined;
+  if (root) return `refused: ${root.message}`;
+  if (error instanceof errors.ConnectTimeoutError) return `connection timed out: ${error.message}`;
+  const shown = cause && !error.code ? cause : error;
+  return shown.code ? `${shown.code}: ${shown.message}` : shown.message;
+}
+
+/** `dns.lookup` that refuses a name resolving to any private address, and connects to the checked one. */
+function guardedLookup(hostname: string, options: LookupOptions, callback: (...args: unknown[]) => void): void {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
+    if (error) return callback(error);
+    const refused = addresses.find((a) => isPrivateAddress(a.address));
+    if (refused)
+      return callback(new RefusedAddress(`${hostname} resolves to ${refused.address}, a private, loopback or link-local address`));
+    if (options.all) return callback(null, addresses);
+    callback(null, addresses[0]?.address, addresses[0]?.family);
+  });
+}

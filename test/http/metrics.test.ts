@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
+import { waitFor } from '../sending/support/wait.ts';
+import { asKey } from '../support/client.ts';
+import { startTestApp } from '../support/test-app.ts';
+
+const TOKEN = 'metrics-token-0123456789abcdef';
+
+/** Parses the Prometheus text exposition format (0.0.4) strictly: every line is a comment, HELP, TYPE or a sample. */
+function parseExposition(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  const typed = new Set<string>();
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const meta = /^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$/.exec(line);
+    if (meta) {
+      if (meta[1] === 'TYPE') {
+        assert.match(meta[3] ?? '', /^(counter|gauge|histogram|summary|untyped)$/, line);
+        typed.add(meta[2] as string);
+      }
+      continue;
+    }
+    // Values as Prometheus reads them (Go's ParseFloat): NaN and Inf in any letter case — prom-client
+    // writes `Nan`, e.g. for the event-loop lag before its first sample.
+    const sample =
+      /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|[Nn][Aa][Nn]|[+-][Ii][Nn][Ff])( -?\d+)?$/.exec(
+        line,
+      );
+    assert.ok(sample, `not a valid exposition line: ${line}`);
+    const name = sample[1] as string;
+    const family = name.replace(/_(bucket|sum|count|total|created)$/, '');
+    assert.ok(typed.has(name) || typed.has(family), `sample before its TYPE: ${line}`);
+    samples.set(`${name}${sample[2] ?? ''}`, Number(sample[3]));
+  }
+  return samples;
+}
+
+describe('GET /metrics', () => {
+  let s: SendingApp;
+  before(async () => {
+    s = await startSendingApp({ METRICS_TOKEN: TOKEN });
+  });
+  after(() => s?.close());
+
+  const scrape = async () => {
+    const reply = await asKey(s.t.app, TOKEN).get('/metrics');
+    assert.equal(reply.status, 200, reply.raw);
+    assert.match(String(reply.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+    return parseExposition(reply.raw);
+  };
+
+  test('answers a bearer of METRICS_TOKEN only', async () => {
+    assert.equal((await asKey(s.t.app, undefined).get('/metrics')).status, 401);
+    assert.equal((await asKey(s.t.app, 'wrong-token-wrong-token-wrong').get('/metrics')).status, 401);
+    assert.equal((await asKey(s.t.app, s.t.adminKey).get('/metrics')).status, 401, 'an API key is not the metrics token');
+  });
+
+  test('parses as the text exposition format and moves when a message is sent', async () => {
+    const before = await scrape();
+    const sentBefore = before.get('hopper_messages{kind="templated_email",status="Sent"}') ?? 0;
+    const people = await audience(s, 2);
+    const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+    await waitForStatus(s, email.id, ['Sent']);
+    const now = await waitFor('the metrics to move', async () => {
+      const m = await scrape();
+      return (m.get('hopper_messages{kind="templated_email",status="Sent"}') ?? 0) === sentBefore + 1 && m;
+    });
+    assert.ok((now.get('hopper_deliveries{channel="templated_email",state="sent"}') ?? 0) >= 2);
+    assert.ok((now.get('hopper_deliveries_sent_last_minute{channel="templated_email"}') ?? 0) >= 2);
+    const created = [...now.entries()].find(
+      ([k]) => k.startsWith('hopper_http_request_duration_seconds_count{') && k.includes('route="/v3/users/:user_id/templated_emails"'),
+    );
+    assert.ok(created && created[1] >= 1, 'the create request was timed');
+    assert.ok(now.has('hopper_nodejs_eventloop_lag_seconds'), 'event-loop lag');
+  });
+});
+
+describe('GET /metrics without METRICS_TOKEN', () => {
+  test('does not exist', async () => {
+    const t = await startTestApp();
+    try {
+      assert.equal((await asKey(t.app, undefined).get('/metrics')).status, 404);
+    } finally {
+      await t.close();
+    }
+  });
+});
