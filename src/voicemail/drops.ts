@@ -16,6 +16,7 @@ import { type MessageView, selectMessages, toMessageView } from '../messages/mes
 import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
+import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
 import { configuredProviders, dropAudioType, MIN_DROP_SECONDS, VOICEMAIL_PROVIDERS } from './providers.ts';
 
 /**
@@ -227,13 +228,36 @@ export async function createDrop(ctx: AppContext, ownerId: number, body: Static<
 
 /** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */
 export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody): Promise<DropView> {
-  return updateMessage(
+  const updated = await updateMessage(
     ctx,
     'voicemail_drop',
     view,
     (id) => requireDrop(ctx.database.db, id),
     (row) => dropChanges(ctx, row.user_id, body, row),
   );
+  if (view.row.status === 'Sending' && updated.row.status === 'Cancelled') {
+    // The provider may still hold drops handed over: a worker stops them (provider-work.ts).
+    await sendProviderJob(ctx.queue.boss, PROVIDER_QUEUES.cancelled, { kind: 'voicemail_drop', id: updated.row.id }).catch(
+      (error: unknown) =>
+        // The cancel stands in Hopper; only the provider's stop is lost (logged like the queue's own errors).
+        console.error('provider stop of a cancelled drop not queued', error),
+    );
+  }
+  return updated;
+}
+
+/** Drops that will still play this media item (Scheduled or Sending), by id and name. */
+export async function dropsUsingMedia(db: Db, mediaId: number): Promise<{ id: number; name: string }[]> {
+  const rows = await db
+    .selectFrom('voicemail_drops')
+    .select(['id', 'name'])
+    .where('media_id', '=', mediaId)
+    .where('status', 'in', ['Scheduled', 'Sending'])
+    .where('deleted_at', 'is', null)
+    .orderBy('id')
+    .limit(20)
+    .execute();
+  return rows.map((r) => ({ id: Number(r.id), name: r.name }));
 }
 
 export async function deleteDrop(ctx: AppContext, view: DropView): Promise<void> {

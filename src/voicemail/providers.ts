@@ -21,6 +21,8 @@ export interface DropSubmission {
   phone: string;
   /** Ten NANP digits: the drop's callback number. */
   callerId: string;
+  /** The drop's media item (providers with a media library upload it once, by this id). */
+  mediaId: number;
   /** The media item's public `full_url`: the provider downloads the audio from it. */
   audioUrl: string;
   audioType: DropAudioType;

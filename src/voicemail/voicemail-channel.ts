@@ -7,10 +7,13 @@ import { publicFileUrl } from '../media/media.ts';
 import type { Channel } from '../sending/channel.ts';
 import type { Clock } from '../time.ts';
 import { checkCallingHours } from './calling-hours.ts';
+import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
+import { startProviderWork } from './provider-work.ts';
 import { dropCowboyAdapter } from './providers/drop-cowboy.ts';
 import { sandboxAdapter, startSandboxReports } from './providers/sandbox.ts';
 import { slybroadcastAdapter, slybroadcastCallbackToken } from './providers/slybroadcast.ts';
 import { type DropAudioType, dropAudioType, type VoicemailAdapter, type VoicemailProvider } from './providers.ts';
+import { ensureSubmission, noteAccepted } from './submissions.ts';
 
 export interface VoicemailDeps {
   database: DatabaseHandle;
@@ -22,7 +25,7 @@ export interface VoicemailDeps {
 
 /** What every delivery of one drop shares: its provider and its audio, or why none can go out. */
 export type PreparedDrop =
-  | { ok: true; adapter: VoicemailAdapter; callerId: string; audioUrl: string; audioType: DropAudioType }
+  | { ok: true; adapter: VoicemailAdapter; callerId: string; mediaId: number; audioUrl: string; audioType: DropAudioType }
   | { ok: false; reason: string };
 
 export interface VoicemailSending {
@@ -48,7 +51,8 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     const dispositionUrl = async () => `${config.publicUrl}/v3/webhooks/slybroadcast/${await slybroadcastCallbackToken(db)}`;
     adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
   }
-  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl));
+  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, log));
+  const stopProviderWork = config.slybroadcast || config.dropCowboy ? await startProviderWork({ ...deps, db }) : undefined;
   if ((config.slybroadcast || config.dropCowboy) && !publiclyReachable(config.publicUrl)) {
     log.warn(
       { publicUrl: config.publicUrl },
@@ -70,28 +74,55 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
       if (!media || media.deleted_at) return { ok: false, reason: `The drop's audio (media ${drop.media_id}) was deleted.` };
       const audioType = dropAudioType(media.mime_type);
       if (!audioType) return { ok: false, reason: `The drop's audio is ${media.mime_type}; providers play WAV, MP3 and M4A only.` };
-      return { ok: true, adapter, callerId: drop.callback_number, audioUrl: publicFileUrl(config.publicUrl, media), audioType };
+      const audioUrl = publicFileUrl(config.publicUrl, media);
+      return { ok: true, adapter, callerId: drop.callback_number, mediaId: drop.media_id, audioUrl, audioType };
     },
 
-    async deliver(prepared, delivery) {
+    async deliver(prepared, delivery, handOver) {
       if (!prepared.ok) return { kind: 'failed', error: prepared.reason };
       const hours = checkCallingHours(delivery.address, delivery.time_zone, clock());
       if (!hours.allowed) return { kind: 'held', until: hours.until, reason: hours.reason };
+      // The submission is the act that cannot be taken back.
+      await handOver?.();
       const result = await prepared.adapter.submit({
         deliveryId: Number(delivery.id),
         phone: delivery.address,
         callerId: prepared.callerId,
+        mediaId: prepared.mediaId,
         audioUrl: prepared.audioUrl,
         audioType: prepared.audioType,
       });
+      if (result.ok && prepared.adapter.provider === 'Slybroadcast')
+        await awaitDisposition(Number(delivery.id), delivery.address, result.reference);
       if (result.ok) return { kind: 'sent', ...(result.reference ? { providerMessageId: result.reference } : {}) };
       return result.retryable ? { kind: 'deferred', error: result.reason } : { kind: 'failed', error: result.reason };
     },
   };
 
+  /**
+   * Slybroadcast may never post a disposition: after SLYBROADCAST_RESULT_TIMEOUT the delivery is
+   * asked about (`callstatus`). Best effort: a drop handed over is not failed for want of it.
+   */
+  async function awaitDisposition(deliveryId: number, phone: string, sessionId: string | undefined): Promise<void> {
+    if (!sessionId) return;
+    try {
+      await ensureSubmission(db, { deliveryId, provider: 'Slybroadcast', phone });
+      await noteAccepted(db, deliveryId, sessionId, new Date(clock().getTime() + config.slybroadcastResultTimeoutMs));
+      await sendProviderJob(
+        deps.queue.boss,
+        PROVIDER_QUEUES.check,
+        { deliveryId },
+        new Date(Date.now() + config.slybroadcastResultTimeoutMs),
+      );
+    } catch (error) {
+      log.error({ deliveryId, err: error }, 'Slybroadcast status check not scheduled');
+    }
+  }
+
   return {
     channel,
     async stop() {
+      await stopProviderWork?.();
       await stopSandbox?.();
     },
   };

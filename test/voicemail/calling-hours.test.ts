@@ -3,6 +3,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { checkCallingHours, zonedInstant } from '../../src/voicemail/calling-hours.ts';
+import { asKey } from '../support/client.ts';
 import {
   deliveriesOf,
   deliveryTo,
@@ -56,6 +57,13 @@ describe('calling hours', () => {
     const sending = await readDrop(app, drop.id);
     assert.equal(sending.status, 'Sending');
     assert.equal(sending.reporting.sent, 0);
+    assert.equal(Object.keys(sending.reporting).filter((k) => k !== 'date').length, 14, 'reporting keeps its fourteen counters');
+    // The deliveries listing says why it waits, and until when.
+    const listed = await asKey(app.t.app, app.owner.key).get(`/v3/voicemail_drops/${drop.id}/deliveries`);
+    assert.equal(listed.status, 200, listed.raw);
+    const [waiting] = listed.body.data;
+    assert.match(waiting.waiting_reason, /06:0\d in America\/Los_Angeles.*held until/);
+    assert.equal(waiting.next_attempt_at, eightAm.toISOString().replace('.000Z', 'Z'));
     await assert.rejects(access(join(app.t.dataDir, 'voicemail', `${held.id}.json`)), 'nothing reached the provider');
 
     app.clock.set(eightAm);

@@ -266,4 +266,40 @@ describe('voicemail drops', () => {
       await refused(at(given), ['send_at']);
     }
   });
+
+  test('media used by a Scheduled drop cannot be deleted: 400 naming the drops; once they no longer need it, it can', async () => {
+    const tag = await createTag(t, owner, 'Media in use');
+    const media = await audioMedia(t, owner);
+    const future = {
+      ...valid,
+      media_id: media.id,
+      recipients: [{ group: 'Tags', value: tag.id }],
+      status: 'Scheduled',
+      send_type: 'Future',
+      send_at: '2099-07-12T12:56:00Z',
+    };
+    const first = await client.post(url, { ...future, name: 'Spring open house' });
+    const second = await client.post(url, { ...future, name: 'Summer open house' });
+    const draft = await client.post(url, { ...future, name: 'Draft', status: 'Saved' });
+    assert.deepEqual([first.status, second.status, draft.status], [201, 201, 201]);
+
+    const refused = await client.delete(`/v3/media/${media.id}`);
+    assertProblem(refused, 400, 'bad_request');
+    assert.match(
+      refused.body.detail,
+      new RegExp(`${first.body.id} \\("Spring open house"\\), ${second.body.id} \\("Summer open house"\\)`),
+    );
+    assert.doesNotMatch(refused.body.detail, /Draft/, 'a Saved drop does not hold it');
+    assert.equal((await client.get(`/v3/media/${media.id}`)).body.deleted_at, null, 'nothing was deleted');
+    assert.equal((await client.get(`/v3/media/${media.id}/download`)).status, 200);
+
+    // Someone else's item is still refused as before (403), whatever uses it; a bad id is a 400.
+    assert.equal((await asKey(t.app, other.key).delete(`/v3/media/${media.id}`)).status, 403);
+    assert.equal((await client.delete('/v3/media/not-an-id')).status, 400);
+
+    assert.equal((await client.put(`/v3/voicemail_drops/${first.body.id}`, { status: 'Saved' })).status, 200);
+    assert.equal((await client.delete(`/v3/voicemail_drops/${second.body.id}`)).status, 200);
+    const deleted = await client.delete(`/v3/media/${media.id}`);
+    assert.equal(deleted.status, 200, deleted.raw);
+  });
 });

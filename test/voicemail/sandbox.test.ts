@@ -95,7 +95,7 @@ describe('Sandbox voicemail provider', () => {
 
   test('the Drop Cowboy webhook refuses posts while Drop Cowboy is not configured', async () => {
     const reply = await asKey(app.t.app, undefined).post('/v3/webhooks/dropcowboy', { event_id: 'x' });
-    assertProblem(reply, 403, 'webhook_not_configured');
+    assertProblem(reply, 503, 'webhook_not_configured');
   });
 });
 
@@ -111,12 +111,42 @@ describe('voicemail provider configuration', () => {
       SLYBROADCAST_PASSWORD: 'pw',
       DROPCOWBOY_KEY: 'k',
       DROPCOWBOY_SECRET: 's',
-      DROPCOWBOY_WEBHOOK_SECRET: 'w',
     });
     assert.deepEqual(configuredProviders(all), ['Slybroadcast', 'Drop Cowboy']);
     assert.equal(all.slybroadcast?.url, 'https://www.mobile-sphere.com/gateway/vmb.php');
-    assert.equal(all.dropCowboy?.url, 'https://api-v2.dropcowboy.com/rvm');
+    assert.deepEqual(all.dropCowboy, {
+      key: 'k',
+      secret: 's',
+      url: 'https://api-v2.dropcowboy.com',
+      webhookSecrets: [],
+      phoneLineId: undefined,
+      byoc: false,
+      audioUrl: false,
+    });
     assert.equal(loadConfig(base).sandboxDelayMs, 2000);
+    assert.equal(loadConfig(base).slybroadcastResultTimeoutMs, 2 * 3600_000);
+    const byoc = loadConfig({
+      ...base,
+      DROPCOWBOY_KEY: 'k',
+      DROPCOWBOY_SECRET: 's',
+      DROPCOWBOY_URL: 'http://127.0.0.1:9/',
+      DROPCOWBOY_WEBHOOK_SECRETS: ' first , second,,',
+      DROPCOWBOY_PHONE_LINE_ID: 'line-1',
+      DROPCOWBOY_BYOC: 'true',
+      DROPCOWBOY_AUDIO_URL: 'yes',
+      SLYBROADCAST_RESULT_TIMEOUT: '30m',
+    });
+    assert.deepEqual(
+      [
+        byoc.dropCowboy?.url,
+        byoc.dropCowboy?.webhookSecrets,
+        byoc.dropCowboy?.phoneLineId,
+        byoc.dropCowboy?.byoc,
+        byoc.dropCowboy?.audioUrl,
+      ],
+      ['http://127.0.0.1:9', ['first', 'second'], 'line-1', true, true],
+    );
+    assert.equal(byoc.slybroadcastResultTimeoutMs, 30 * 60_000);
   });
 
   test('half-configured providers and bad values fail at start, naming the variables', () => {
@@ -130,7 +160,14 @@ describe('voicemail provider configuration', () => {
       assert.fail(`accepted ${JSON.stringify(env)}`);
     };
     assert.match(problems({ SLYBROADCAST_UID: 'agent@example.com' }), /Slybroadcast needs .*missing: SLYBROADCAST_PASSWORD/);
-    assert.match(problems({ DROPCOWBOY_KEY: 'k', DROPCOWBOY_SECRET: 's' }), /missing: DROPCOWBOY_WEBHOOK_SECRET/);
+    assert.match(problems({ DROPCOWBOY_KEY: 'k' }), /Drop Cowboy needs .*missing: DROPCOWBOY_SECRET/);
+    assert.match(problems({ DROPCOWBOY_WEBHOOK_SECRET: 'w' }), /DROPCOWBOY_WEBHOOK_SECRET is now DROPCOWBOY_WEBHOOK_SECRETS/);
+    assert.match(problems({ DROPCOWBOY_URL: 'https://api-v2.dropcowboy.com/rvm' }), /DROPCOWBOY_URL is the API base URL/);
+    assert.match(
+      problems({ DROPCOWBOY_KEY: 'k', DROPCOWBOY_SECRET: 's', DROPCOWBOY_BYOC: 'sure' }),
+      /DROPCOWBOY_BYOC must be true or false/,
+    );
+    assert.match(problems({ SLYBROADCAST_RESULT_TIMEOUT: 'later' }), /SLYBROADCAST_RESULT_TIMEOUT must look like/);
     assert.match(problems({ SLYBROADCAST_URL: 'ftp://example.com' }), /SLYBROADCAST_URL must be an absolute http\(s\) URL/);
     assert.match(problems({ SANDBOX_VOICEMAIL: 'maybe' }), /SANDBOX_VOICEMAIL must be true or false/);
     assert.match(problems({ SANDBOX_DELAY: 'soon' }), /SANDBOX_DELAY must look like/);

@@ -8,6 +8,7 @@ import {
   deliveriesOf,
   deliveryTo,
   postHttps,
+  readDrop,
   sendDrop,
   startVoicemailApp,
   type VoicemailApp,
@@ -29,7 +30,14 @@ describe('Slybroadcast', () => {
     sly = new FakeSlybroadcast(ACCOUNT, '');
     await sly.listen();
     app = await startVoicemailApp(
-      { SLYBROADCAST_UID: ACCOUNT.uid, SLYBROADCAST_PASSWORD: ACCOUNT.password, SLYBROADCAST_URL: sly.url, LOG_LEVEL: 'info' },
+      {
+        SLYBROADCAST_UID: ACCOUNT.uid,
+        SLYBROADCAST_PASSWORD: ACCOUNT.password,
+        SLYBROADCAST_URL: sly.url,
+        // Short, so a lost disposition is asked about within the test (the default is 2 h).
+        SLYBROADCAST_RESULT_TIMEOUT: '1s',
+        LOG_LEVEL: 'info',
+      },
       logStream,
     );
     sly.trust(app.ca);
@@ -180,6 +188,87 @@ describe('Slybroadcast', () => {
     const delivery = await deliveryTo(app.t, drop.id, '7272329132');
     assert.equal(delivery.provider_message_id, sly.dropTo('7272329132').sessionId);
     assert.equal(sly.drops.filter((d) => d.fields.c_phone === '7272329132').length, 1, 'dropped once');
+  });
+
+  test('cancelling a Sending drop stops each session Slybroadcast still holds; a failed stop is logged, not fatal', async () => {
+    // The third contact's own time zone is in the night: held, so the drop is still Sending.
+    const drop = await sendDrop(app, 'Slybroadcast', [
+      { phone: '7272329151' },
+      { phone: '7272329152' },
+      { phone: '7272329153', time_zone: 'Asia/Tokyo' },
+    ]);
+    await waitFor('two handed over, one held', async () => {
+      const rows = await deliveriesOf(app.t, drop.id);
+      const states = rows.map((r) => r.state).sort();
+      return JSON.stringify(states) === JSON.stringify(['held', 'sent', 'sent']) ? rows : undefined;
+    });
+    const listed = (await asKey(app.t.app, app.owner.key).get(`/v3/voicemail_drops/${drop.id}/deliveries`)).body.data as any[];
+    const held = listed.find((d) => d.address === '7272329153');
+    assert.match(held.waiting_reason, /Asia\/Tokyo.*held until/);
+    assert.ok(held.next_attempt_at > new Date().toISOString());
+    const waiting = listed.find((d) => d.address === '7272329151');
+    assert.equal(waiting.waiting_reason, "Handed over: waiting for Slybroadcast's result");
+
+    const sessions = ['7272329151', '7272329152'].map((phone) => sly.dropTo(phone).sessionId);
+    sly.failStop.add(sessions[1] as string);
+    const cancel = await asKey(app.t.app, app.owner.key).put(`/v3/voicemail_drops/${drop.id}`, { status: 'Cancelled' });
+    assert.equal(cancel.status, 200, cancel.raw);
+    assert.equal(cancel.body.status, 'Cancelled');
+    const stops = await waitFor('a stop per session', async () => {
+      const seen = sly.controls.filter((c) => c.option === 'stop' && sessions.includes(c.fields.session_id ?? ''));
+      return seen.length >= 2 ? seen : undefined;
+    });
+    assert.deepEqual(stops.map((c) => c.fields.session_id).sort(), [...sessions].sort());
+    await waitFor('the failed stop to be logged', async () =>
+      logs.join('').includes('Slybroadcast session not stopped') ? true : undefined,
+    );
+    const after = await readDrop(app, drop.id);
+    assert.equal(after.status, 'Cancelled');
+    assert.equal(sly.attempts.filter((p) => p === '7272329153').length, 0, 'the held number never went out');
+  });
+
+  test('a disposition that never comes is asked for (callstatus) after SLYBROADCAST_RESULT_TIMEOUT; 6 unanswered asks leave it sent', async () => {
+    sly.callStatus.set('7272329161', 'FAILED|Mailbox full');
+    const drop = await sendDrop(app, 'Slybroadcast', [{ phone: '7272329161' }, { phone: '7272329162' }]);
+    const done = await waitForDrop(app, drop.id, 'the status check to recover the result', (d) => d.reporting.failed === 1);
+    assert.deepEqual([done.reporting.sent, done.reporting.delivered, done.reporting.failed], [2, 0, 1]);
+    const recovered = await deliveryTo(app.t, drop.id, '7272329161');
+    assert.equal(recovered.state, 'failed');
+    const session = sly.dropTo('7272329161').sessionId;
+    const asked = sly.controls.filter((c) => c.option === 'callstatus' && c.fields.session_id === session);
+    assert.deepEqual(asked[0]?.fields, { session_id: session, c_phone: '7272329161' });
+    const event = await app.t.database.db
+      .selectFrom('delivery_events')
+      .selectAll()
+      .where('delivery_id', '=', recovered.id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual([event.source, event.event_id, event.type, event.detail], ['slybroadcast', session, 'failed', 'Mailbox full']);
+    // The disposition arriving after all is the same event: counted once.
+    const late = await sly.dispose([sly.line('7272329161', 'FAILED', 'Mailbox full')]);
+    assert.equal(late.status, 200);
+
+    // The other number never gets an answer: asked six times, then left sent, nothing planned.
+    const other = await deliveryTo(app.t, drop.id, '7272329162');
+    await waitFor(
+      'six status checks',
+      async () => {
+        const row = await app.t.database.db
+          .selectFrom('provider_submissions')
+          .selectAll()
+          .where('delivery_id', '=', other.id)
+          .executeTakeFirstOrThrow();
+        return row.checks === 6 && row.next_check_at === null ? row : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    const otherSession = sly.dropTo('7272329162').sessionId;
+    assert.equal(sly.controls.filter((c) => c.option === 'callstatus' && c.fields.session_id === otherSession).length, 6);
+    assert.equal((await deliveryTo(app.t, drop.id, '7272329162')).state, 'sent');
+    const final = await readDrop(app, drop.id);
+    assert.deepEqual([final.reporting.delivered, final.reporting.failed], [0, 1]);
+    const listed = (await asKey(app.t.app, app.owner.key).get(`/v3/voicemail_drops/${drop.id}/deliveries`)).body.data as any[];
+    const stillSent = listed.find((d) => d.address === '7272329162');
+    assert.deepEqual([stillSent.waiting_reason, stillSent.next_attempt_at], ["Handed over: waiting for Slybroadcast's result", null]);
   });
 
   test('neither the password nor the callback token reaches the log', async () => {

@@ -1,28 +1,25 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
+import { DomainError } from '../../errors.ts';
 import { recordOutcomes } from '../../voicemail/dispositions.ts';
-import { checkDropCowboySignature, DROPCOWBOY_SOURCE, readDropCowboyEvents } from '../../voicemail/providers/drop-cowboy.ts';
+import { readDropCowboyWebhook, verifyDropCowboySignature } from '../../voicemail/providers/drop-cowboy-events.ts';
 import { readDispositions, SLYBROADCAST_SOURCE, slybroadcastCallbackToken } from '../../voicemail/providers/slybroadcast.ts';
+import { recordDropCowboyCallback, recordDropCowboyEvent } from '../../voicemail/results.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
-import { problems } from '../schemas.ts';
+import { EventReceipt, problems } from '../schemas.ts';
 
 const FORM_LIMIT = 256 * 1024;
-
-const Summary = Type.Object({
-  recorded: Type.Integer({ description: 'New outcomes, now counted' }),
-  duplicates: Type.Integer({ description: 'Outcomes already recorded (providers post again)' }),
-  ignored: Type.Integer({ description: 'Events of other kinds, malformed ones, or ones for drops Hopper does not know' }),
-});
 
 /**
  * The voicemail providers' outcome callbacks (no API key: providers cannot send one).
  *
  *   POST /v3/webhooks/slybroadcast/:token  Slybroadcast dispositions; the secret token in the URL
  *                                          (given with each drop as `c_dispo_url`) authenticates
- *   POST /v3/webhooks/dropcowboy           Drop Cowboy's signed webhook (HMAC-SHA256)
+ *   POST /v3/webhooks/dropcowboy           Drop Cowboy's signed webhooks (HMAC-SHA256, several secrets)
+ *   POST /v3/webhooks/dropcowboy/callback/:token  Drop Cowboy's per-send callback (token per delivery)
  *
  * A scope of its own: form bodies are parsed here only (the JSON API keeps answering 415 to them),
  * and JSON is read raw, as the signature covers the exact bytes.
@@ -76,44 +73,77 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
       config: { public: true },
       schema: {
         tags,
-        summary: "Drop Cowboy's signed outcome webhook (X-Signature: sha256=HMAC(secret, X-Timestamp.body))",
+        summary:
+          "Drop Cowboy's signed webhooks (contact.rvm.status, contact.rvm.receipt; X-Signature: sha256=HMAC(secret, X-Timestamp.body))",
         security: [],
-        response: { 200: Summary, ...problems(400, 403, 413, 415, 503) },
+        response: { 200: EventReceipt, ...problems(400, 403, 413, 415, 503) },
       },
     },
     async (request) => {
       const settings = ctx.config.dropCowboy;
-      if (!settings) {
+      if (!settings || settings.webhookSecrets.length === 0) {
         throw new HttpError(
           'webhook_not_configured',
-          'The Drop Cowboy webhook is not set up on this server: its operator must configure Drop Cowboy (DROPCOWBOY_KEY, DROPCOWBOY_SECRET, DROPCOWBOY_WEBHOOK_SECRET).',
+          "Drop Cowboy's signed webhook is not set up on this server: its operator must configure Drop Cowboy (DROPCOWBOY_KEY, DROPCOWBOY_SECRET) and the webhooks' signing secrets (DROPCOWBOY_WEBHOOK_SECRETS).",
         );
       }
-      if (!Buffer.isBuffer(request.body)) throw new HttpError('unsupported_media_type', 'Post the events as JSON (application/json).');
+      if (!Buffer.isBuffer(request.body)) throw new HttpError('unsupported_media_type', 'Post the event as JSON (application/json).');
       const now = ctx.clock();
-      const check = checkDropCowboySignature(
-        settings.webhookSecret,
-        { timestamp: firstHeader(request.headers['x-timestamp']), signature: firstHeader(request.headers['x-signature']) },
+      const check = verifyDropCowboySignature(
+        settings.webhookSecrets,
+        {
+          signature: firstHeader(request.headers['x-signature']),
+          timestamp: firstHeader(request.headers['x-timestamp']),
+          version: firstHeader(request.headers['x-signature-version']),
+        },
         request.body,
-        now,
+        Math.floor(now.getTime() / 1000),
       );
       if (!check.ok) {
-        request.log.warn({ reason: check.reason }, 'Drop Cowboy webhook post refused');
-        throw new HttpError('invalid_signature', `The post is not signed by Drop Cowboy with the configured secret (${check.reason}).`);
+        request.log.warn({ reason: check.code }, 'Drop Cowboy webhook post refused');
+        throw new HttpError('invalid_signature', `The post is not signed by Drop Cowboy with a configured secret (${check.code}).`);
       }
+      const event = readDropCowboyWebhook(parseRawJson(request.body), firstHeader(request.headers['x-event-id']));
+      if (!event) throw new DomainError('bad_request', 'The body is not a Drop Cowboy event (an object with event_id and event).');
+      const result = await recordDropCowboyEvent({ db, boss: ctx.queue.boss }, event, now);
+      if (result.ignored > 0) request.log.info({ event: event.event, eventId: event.eventId }, 'Drop Cowboy event ignored');
+      return result;
+    },
+  );
+
+  app.post(
+    '/webhooks/dropcowboy/callback/:token',
+    {
+      config: { public: true },
+      schema: {
+        tags,
+        summary: "Drop Cowboy's per-send callback (unsigned; the token Hopper put in the drop's callback_url authenticates it)",
+        security: [],
+        params: Type.Object({ token: Type.String({ maxLength: 200 }) }),
+        response: { 200: EventReceipt, ...problems(400, 403, 413, 415, 503) },
+      },
+    },
+    async (request) => {
+      if (!ctx.config.dropCowboy) {
+        throw new HttpError('webhook_not_configured', 'Drop Cowboy is not set up on this server (DROPCOWBOY_KEY, DROPCOWBOY_SECRET).');
+      }
+      if (!Buffer.isBuffer(request.body)) throw new HttpError('unsupported_media_type', 'Post the result as JSON (application/json).');
       const body = parseRawJson(request.body);
-      const read = readDropCowboyEvents(body, now);
-      const result = await recordOutcomes(db, DROPCOWBOY_SOURCE, 'Drop Cowboy', read.outcomes, now);
-      if (result.early > 0) {
-        // The outcome beat our record of the hand-over; a post again shortly finds it (the
-        // outcomes recorded now are then duplicates).
-        throw new HttpError('service_unavailable', 'Some drops of this post are still being recorded as sent; post again shortly.', {
-          headers: { 'Retry-After': '30' },
-        });
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        throw new DomainError('bad_request', 'The body is not a Drop Cowboy result (a JSON object).');
       }
-      const ignored = read.ignored + result.unknown;
-      if (ignored > 0) request.log.info({ ignored }, 'Drop Cowboy events ignored');
-      return { recorded: result.recorded, duplicates: result.duplicates, ignored };
+      const answer = await recordDropCowboyCallback(
+        { db, boss: ctx.queue.boss },
+        request.params.token,
+        body as Record<string, unknown>,
+        ctx.clock(),
+        sameSecret,
+      );
+      if (answer === 'forbidden') {
+        request.log.warn('Drop Cowboy callback refused: unknown foreign_id or wrong token');
+        throw new HttpError('invalid_signature', 'This callback URL is not the one this server gave Drop Cowboy for that drop.');
+      }
+      return answer;
     },
   );
 }

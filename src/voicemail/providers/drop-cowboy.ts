@@ -1,160 +1,189 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import type { DropCowboyConfig } from '../../config.ts';
-import type { ProviderOutcome } from '../dispositions.ts';
-import { describeFetchError, type VoicemailAdapter } from '../providers.ts';
+import type { Db } from '../../db/database.ts';
+import { type DropSubmission, describeFetchError, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
+import { ensureSubmission, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
 
 /**
- * Drop Cowboy, API v2 (PROVIDERS.md): a JSON POST per drop authenticated by `x-key`/`x-secret`,
- * answered `202 {"status":"queued","message_id":…}`, and outcomes posted back to a signed webhook.
- * Every submission carries an `Idempotency-Key` derived from the delivery, so a retry after a lost
- * reply or a crash never drops twice (Drop Cowboy keeps keys for 24 hours; the body is the same
- * on every try).
+ * Drop Cowboy, API v2, as its own repository documents it (`Drop-Cowboy/dropcowboy`,
+ * examples/api/CONTRACT.md and docs/concepts/*.md; summarised in PROVIDERS.md):
+ *
+ * - every call carries `x-key`/`x-secret`; routes hang off DROPCOWBOY_URL;
+ * - `POST /rvm` with `Idempotency-Key: <UUID v4>`, the same key (and the same body) on every try
+ *   of one delivery, kept in `provider_submissions`; answered `202 {status: "queued", message_id}`
+ *   before anything is checked;
+ * - the body: `to` (E.164), `phone_line_id` (retail: DROPCOWBOY_PHONE_LINE_ID or the account's
+ *   default line) or `caller_id` (bring-your-own-carrier only), exactly one audio field —
+ *   `media_id` of the item uploaded once to Drop Cowboy's media library, or `audio_url` where
+ *   support enabled it — `foreign_id` (the delivery) and `callback_url` with a secret token;
+ * - media import by URL: `POST /media/public/media {name, type: "rvm", url, ext}` →
+ *   `{data: {media_id}}`; lines: `GET /phone/public/lines` → `data[]` with `is_default`/`default`.
  */
-export const DROPCOWBOY_SOURCE = 'dropcowboy';
-export const DROPCOWBOY_MAX_SKEW_SECONDS = 300;
 const SUBMIT_TIMEOUT_MS = 30_000;
+const IMPORT_TIMEOUT_MS = 120_000;
+const EXTENSIONS: Record<string, string> = { wav: '.wav', mp3: '.mp3' };
 
-/** Readable reasons for Drop Cowboy's `reason_code`s; others are shown by number. */
-const REASONS: Record<string, string> = {
-  '0': 'Left in the mailbox',
-  '3000': 'Drop Cowboy account has insufficient funds',
-  '4001': 'No voicemail box is set up on this number',
-  '4002': 'The voicemail box is full',
-  '6011': 'Drop Cowboy has no consent on file for this number',
-};
+export function dropCowboyAdapter(config: DropCowboyConfig, publicUrl: string, db: Db, log: FastifyBaseLogger): VoicemailAdapter {
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    'x-key': config.key,
+    'x-secret': config.secret,
+  };
+  // Uploads in progress in this process, by media id: two deliveries of a drop upload once.
+  const uploads = new Map<number, Promise<string>>();
+  let defaultLine: Promise<string | undefined> | undefined;
 
-/** The same for every try of one delivery, and distinct between Hopper installations sharing an account. */
-export function idempotencyKey(publicUrl: string, deliveryId: number): string {
-  const installation = createHash('sha256').update(publicUrl).digest('hex').slice(0, 12);
-  return `hopper-${installation}-delivery-${deliveryId}`;
-}
+  async function call(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, extra: Record<string, string> = {}) {
+    const response = await fetch(`${config.url}${path}`, {
+      method,
+      headers: { ...headers, ...extra },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await response.text();
+    return { status: response.status, ok: response.ok, json: parseJson(text) };
+  }
 
-export function dropCowboyAdapter(config: DropCowboyConfig, publicUrl: string): VoicemailAdapter {
+  async function mediaIdFor(drop: DropSubmission): Promise<string> {
+    const known = await remoteMediaId(db, 'Drop Cowboy', drop.mediaId);
+    if (known) return known;
+    let upload = uploads.get(drop.mediaId);
+    if (!upload) {
+      upload = (async () => {
+        const reply = await call(
+          'POST',
+          '/media/public/media',
+          { name: `hopper-${drop.mediaId}${EXTENSIONS[drop.audioType]}`, type: 'rvm', url: drop.audioUrl, ext: EXTENSIONS[drop.audioType] },
+          IMPORT_TIMEOUT_MS,
+        );
+        const data = isObject(reply.json?.data) ? reply.json.data : undefined;
+        const mediaId = data?.media_id;
+        if (!reply.ok || typeof mediaId !== 'string' || mediaId === '') {
+          throw new CallError(
+            reply.status,
+            `Drop Cowboy did not import the audio into its media library (HTTP ${reply.status}${problemText(reply.json)})`,
+          );
+        }
+        await saveRemoteMediaId(db, 'Drop Cowboy', drop.mediaId, mediaId);
+        log.info({ mediaId: drop.mediaId, remoteMediaId: mediaId }, 'audio uploaded to the Drop Cowboy media library');
+        return mediaId;
+      })();
+      uploads.set(drop.mediaId, upload);
+      upload.then(
+        () => uploads.delete(drop.mediaId),
+        () => uploads.delete(drop.mediaId),
+      );
+    }
+    return upload;
+  }
+
+  function lineId(): Promise<string | undefined> {
+    if (config.phoneLineId) return Promise.resolve(config.phoneLineId);
+    if (!defaultLine) {
+      defaultLine = (async () => {
+        const reply = await call('GET', '/phone/public/lines', undefined, SUBMIT_TIMEOUT_MS);
+        if (!reply.ok)
+          throw new CallError(reply.status, `Drop Cowboy did not list the phone lines (HTTP ${reply.status}${problemText(reply.json)})`);
+        const line = listOf(reply.json).find((item) => item.is_default === true || item.default === true);
+        const id = line?.ivr_id ?? line?.phone_line_id ?? line?.id;
+        return typeof id === 'string' && id !== '' ? id : undefined;
+      })();
+      // A failed look-up is tried again by the next delivery.
+      defaultLine.catch(() => {
+        defaultLine = undefined;
+      });
+    }
+    return defaultLine;
+  }
+
   return {
     provider: 'Drop Cowboy',
-    async submit(drop) {
-      const body = JSON.stringify({
-        to: `+1${drop.phone}`,
-        audio_url: drop.audioUrl,
-        caller_id: `+1${drop.callerId}`,
-        foreign_id: String(drop.deliveryId),
-        callback_url: `${publicUrl}/v3/webhooks/dropcowboy`,
-      });
-      let response: Response;
-      let text: string;
+    async submit(drop): Promise<SubmitResult> {
+      const to = `+1${drop.phone}`;
+      const submission = await ensureSubmission(db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to });
+      let audio: { media_id: string } | { audio_url: string };
+      let sender: { phone_line_id: string } | { caller_id: string };
       try {
-        response = await fetch(config.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            accept: 'application/json',
-            'x-key': config.key,
-            'x-secret': config.secret,
-            'idempotency-key': idempotencyKey(publicUrl, drop.deliveryId),
-          },
-          body,
-          signal: AbortSignal.timeout(SUBMIT_TIMEOUT_MS),
-        });
-        text = await response.text();
+        if (config.audioUrl) audio = { audio_url: drop.audioUrl };
+        else if (!EXTENSIONS[drop.audioType]) {
+          return {
+            ok: false,
+            retryable: false,
+            reason: `Drop Cowboy plays MP3 and WAV audio only; this drop's audio is ${drop.audioType.toUpperCase()}.`,
+          };
+        } else audio = { media_id: await mediaIdFor(drop) };
+        if (config.byoc) sender = { caller_id: `+1${drop.callerId}` };
+        else {
+          const line = await lineId();
+          if (!line) {
+            return {
+              ok: false,
+              retryable: false,
+              reason:
+                'Drop Cowboy has no phone line to send from: set DROPCOWBOY_PHONE_LINE_ID, or a default line on the account (reason 4010).',
+            };
+          }
+          sender = { phone_line_id: line };
+        }
+      } catch (error) {
+        // Refused (a key without media:write, a URL Drop Cowboy cannot fetch): trying again will not help.
+        if (error instanceof CallError) return { ok: false, retryable: retryableStatus(error.status), reason: error.message };
+        return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
+      }
+      const body = {
+        to,
+        ...sender,
+        ...audio,
+        foreign_id: String(drop.deliveryId),
+        callback_url: `${publicUrl}/v3/webhooks/dropcowboy/callback/${submission.callback_token}`,
+      };
+      let reply: Awaited<ReturnType<typeof call>>;
+      try {
+        reply = await call('POST', '/rvm', body, SUBMIT_TIMEOUT_MS, { 'idempotency-key': submission.idempotency_key });
       } catch (error) {
         return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
       }
-      const reply = parseJson(text);
-      if (response.ok) {
-        const messageId = reply?.message_id;
-        return { ok: true, reference: typeof messageId === 'string' || typeof messageId === 'number' ? String(messageId) : undefined };
+      if (reply.ok) {
+        const messageId = reply.json?.message_id;
+        const reference = typeof messageId === 'string' || typeof messageId === 'number' ? String(messageId) : undefined;
+        await noteAccepted(db, drop.deliveryId, reference);
+        return { ok: true, reference };
       }
-      const said = typeof reply?.message === 'string' ? reply.message : typeof reply?.error === 'string' ? reply.error : undefined;
-      const reason = `Drop Cowboy answered HTTP ${response.status}${said ? `: ${said.slice(0, 200)}` : ''}`;
-      // 409: a try with this key is still in progress at Drop Cowboy; the next try gets its answer.
-      const retryable = response.status >= 500 || [408, 409, 425, 429].includes(response.status);
-      return { ok: false, retryable, reason };
+      const reason = `Drop Cowboy answered HTTP ${reply.status}${problemText(reply.json)}`;
+      // The same key is sent again, so a retry after a 5xx or a lost reply never drops twice.
+      return { ok: false, retryable: retryableStatus(reply.status), reason };
     },
   };
 }
 
-/**
- * Checks `X-Signature: sha256=<hex>` = HMAC-SHA256(secret, timestamp + "." + raw body) and that
- * `X-Timestamp` (Unix seconds) is within 300 s of now, which stops a captured post being replayed
- * later.
- */
-export function checkDropCowboySignature(
-  secret: string,
-  headers: { timestamp: string | undefined; signature: string | undefined },
-  raw: Buffer,
-  now: Date,
-): { ok: true } | { ok: false; reason: string } {
-  const { timestamp, signature } = headers;
-  if (!timestamp || !/^\d{1,13}$/.test(timestamp)) return { ok: false, reason: 'X-Timestamp is missing or not Unix seconds' };
-  if (!signature) return { ok: false, reason: 'X-Signature is missing' };
-  const given = /^sha256=([0-9a-f]{64})$/i.exec(signature.trim())?.[1];
-  if (!given) return { ok: false, reason: 'X-Signature is not sha256=<hex>' };
-  const expected = createHmac('sha256', secret).update(`${timestamp}.`).update(raw).digest();
-  if (!timingSafeEqual(expected, Buffer.from(given, 'hex'))) return { ok: false, reason: 'the signature does not match' };
-  const seconds = Number(timestamp) > 1e11 ? Number(timestamp) / 1000 : Number(timestamp);
-  if (Math.abs(now.getTime() / 1000 - seconds) > DROPCOWBOY_MAX_SKEW_SECONDS) {
-    return { ok: false, reason: `X-Timestamp is more than ${DROPCOWBOY_MAX_SKEW_SECONDS} s away from now` };
+/** A Drop Cowboy call answered with an error status. */
+class CallError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
   }
-  return { ok: true };
 }
 
-/**
- * Outcome events of a webhook body: one event object, an array of them, or `{events: […]}`. Each
- * needs an `event_id` and names its drop by `foreign_id` (the delivery id Hopper sent) or
- * `message_id`; `status` `success` with `reason_code` 0 means left in the mailbox. Events of
- * other kinds, and events missing those fields, are counted as ignored.
- */
-export function readDropCowboyEvents(body: unknown, now: Date): { outcomes: ProviderOutcome[]; ignored: number } {
-  const list = Array.isArray(body) ? body : isObject(body) && Array.isArray(body.events) ? body.events : [body];
-  const outcomes: ProviderOutcome[] = [];
-  let ignored = 0;
-  for (const event of list) {
-    const outcome = isObject(event) ? readEvent(event, now) : undefined;
-    if (outcome) outcomes.push(outcome);
-    else ignored++;
-  }
-  return { outcomes, ignored };
+/** Worth trying again (with the same Idempotency-Key): Drop Cowboy was down, busy or still working. */
+function retryableStatus(status: number): boolean {
+  return status >= 500 || [408, 409, 425, 429].includes(status);
 }
 
-function readEvent(event: Record<string, unknown>, now: Date): ProviderOutcome | undefined {
-  const eventId = scalar(event.event_id);
-  const foreignId = scalar(event.foreign_id);
-  const messageId = scalar(event.message_id);
-  const status = scalar(event.status)?.toLowerCase();
-  const code = scalar(event.reason_code);
-  if (!eventId || (!foreignId && !messageId) || (status !== 'success' && status !== 'failure')) return undefined;
-  const deliveryId = foreignId && /^\d{1,15}$/.test(foreignId) ? Number(foreignId) : undefined;
-  const delivered = status === 'success' && (code === undefined || code === '0');
-  const known = code === undefined ? undefined : REASONS[code];
-  const text = scalar(event.reason) ?? scalar(event.reason_text);
-  const reason = delivered
-    ? (known ?? null)
-    : `${known ?? `Drop Cowboy reason code ${code ?? 'missing'}`}${text && text !== known ? ` (${text})` : ''}`;
-  const phone = scalar(event.to) ?? scalar(event.phone_number);
-  const digits = phone?.replace(/\D/g, '').replace(/^1(\d{10})$/, '$1');
-  return {
-    eventId,
-    ...(deliveryId !== undefined ? { deliveryId } : { reference: messageId }),
-    delivered,
-    reason,
-    occurredAt: timestampOf(event.timestamp) ?? now,
-    ...(digits && /^\d{10}$/.test(digits) ? { phone: digits } : {}),
-  };
+/** `title`/`detail`/`code` (or `message`/`error`) of an error body, for the delivery's last error. */
+function problemText(json: Record<string, unknown> | undefined): string {
+  if (!json) return '';
+  const parts = ['title', 'detail', 'code', 'message', 'error']
+    .map((k) => json[k])
+    .filter((v): v is string | number => typeof v === 'string' || typeof v === 'number');
+  return parts.length > 0 ? `: ${parts.join(' — ').slice(0, 200)}` : '';
 }
 
-function timestampOf(value: unknown): Date | undefined {
-  if (typeof value === 'number' && Number.isFinite(value)) return new Date(value > 1e11 ? value : value * 1000);
-  if (typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value)) {
-    const date = new Date(value);
-    return Number.isNaN(date.getTime()) ? undefined : date;
-  }
-  return undefined;
-}
-
-function scalar(value: unknown): string | undefined {
-  if (typeof value === 'string') return value.trim() === '' ? undefined : value.trim().slice(0, 500);
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return undefined;
+function listOf(json: Record<string, unknown> | undefined): Record<string, unknown>[] {
+  const data = json?.data;
+  const list = Array.isArray(data) ? data : isObject(data) ? (data.lines ?? data.items ?? data.data) : undefined;
+  return Array.isArray(list) ? list.filter(isObject) : [];
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

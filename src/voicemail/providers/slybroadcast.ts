@@ -127,3 +127,36 @@ function easternTime(text: string): Date | undefined {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return undefined;
   return zonedInstant('America/New_York', year, month, day, hour, minute, second);
 }
+
+/**
+ * A control call on the same endpoint (`c_option` = `stop`, `callstatus`, …): the account's
+ * credentials and the option's fields, form-encoded; the plain-text reply. Throws when the
+ * gateway cannot be reached or answers other than 2xx.
+ */
+export async function slybroadcastControl(config: SlybroadcastConfig, option: string, fields: Record<string, string>): Promise<string> {
+  const form = new URLSearchParams({ c_uid: config.uid, c_password: config.password, c_option: option, ...fields });
+  let response: Response;
+  try {
+    response = await fetch(config.url, { method: 'POST', body: form, signal: AbortSignal.timeout(SUBMIT_TIMEOUT_MS) });
+  } catch (error) {
+    throw new Error(`Slybroadcast could not be reached: ${describeFetchError(error)}`);
+  }
+  const text = await response.text();
+  if (!response.ok) throw new Error(`Slybroadcast answered HTTP ${response.status}`);
+  return text;
+}
+
+/**
+ * The answer to `c_option=callstatus` for one session and number. PROVIDERS.md documents the
+ * option but not its reply, so Hopper reads it as the disposition callback's lines
+ * (`session_id|phone|status|failure_reason|delivery_time|carrier`) and takes the line of this
+ * session and number; `ERROR`, or anything else, is no answer yet.
+ */
+export function readCallStatus(text: string, sessionId: string, phone: string, now: Date): ProviderOutcome | undefined {
+  if (/^\s*ERROR\b/i.test(text)) return undefined;
+  // Still queued or calling: not an outcome.
+  const pending = /^["']?\s*(pending|queued|in ?progress|calling|scheduled|running)?\s*["']?$/i;
+  const lines = text.split(/\r?\n/).filter((line) => line.includes('|') && !pending.test(line.split('|')[2] ?? ''));
+  const { outcomes } = readDispositions(lines, now);
+  return outcomes.find((o) => o.reference === sessionId && o.phone === phone);
+}

@@ -25,6 +25,12 @@ export class FakeSlybroadcast {
   /** Every submission received, accepted or not (phone numbers). */
   readonly attempts: string[] = [];
   readonly #behaviours = new Map<string, Behaviour[]>();
+  /** Control calls received (`c_option` and its fields, credentials checked). */
+  readonly controls: { option: string; fields: Record<string, string> }[] = [];
+  /** What `callstatus` answers per number: a disposition status (`OK`, `FAILED|reason`), else still pending. */
+  readonly callStatus = new Map<string, string>();
+  /** Sessions whose `stop` fails with HTTP 500. */
+  readonly failStop = new Set<string>();
   readonly #server: Server;
   #nextSession = 71_000;
   #sessionSpelling = 0;
@@ -86,6 +92,25 @@ export class FakeSlybroadcast {
     return [this.dropTo(phone).sessionId, phone, status, reason, time, 'Verizon'].join('|');
   }
 
+  /** Control options, on the same endpoint: `stop` (cancel a session), `callstatus` (one number's disposition). */
+  control(fields: Record<string, string>): { status: number; body: string } {
+    if (fields.c_uid !== this.account.uid || fields.c_password !== this.account.password) return error('Invalid user or password');
+    const { c_uid: _uid, c_password: _password, c_option: option = '', ...rest } = fields;
+    this.controls.push({ option, fields: rest });
+    const session = this.drops.find((d) => d.sessionId === rest.session_id);
+    if (!session) return error('session_id: not found');
+    if (option === 'stop') {
+      if (this.failStop.has(session.sessionId)) return { status: 500, body: 'Internal Server Error' };
+      return { status: 200, body: 'OK\n' };
+    }
+    if (option === 'callstatus') {
+      if (rest.c_phone !== session.fields.c_phone) return error('c_phone: not in this session');
+      const status = this.callStatus.get(session.fields.c_phone ?? '') ?? 'pending|';
+      return { status: 200, body: `OK\n${session.sessionId}|${session.fields.c_phone}|${status}|2026-01-15 13:05:09|Verizon\n` };
+    }
+    return error(`c_option: unknown option ${option}`);
+  }
+
   async close(): Promise<void> {
     this.#server.closeAllConnections();
     await new Promise((resolve) => this.#server.close(resolve));
@@ -97,6 +122,7 @@ export class FakeSlybroadcast {
     if (req.method !== 'POST' || req.url !== '/gateway/vmb.php') return { status: 404, body: 'Not Found' };
     const contentType = String(req.headers['content-type'] ?? '');
     const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+    if (fields.c_option) return this.control(fields);
     this.attempts.push(fields.c_phone ?? '');
     const behaviour = this.#behaviours.get(fields.c_phone ?? '')?.shift();
     if (behaviour === 'hang up') return 'hang up';

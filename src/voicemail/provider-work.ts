@@ -1,0 +1,102 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/database.ts';
+import type { JobQueue } from '../db/job-queue.ts';
+import { PENDING_STATES } from '../sending/deliveries.ts';
+import type { Clock } from '../time.ts';
+import { recordOutcomes } from './dispositions.ts';
+import { type CancelledJob, type DeliveryJob, ensureProviderQueue, PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
+import { readCallStatus, SLYBROADCAST_SOURCE, slybroadcastControl } from './providers/slybroadcast.ts';
+import { applyEarlyResult } from './results.ts';
+import { findSubmission, noteChecked, openSessions } from './submissions.ts';
+
+/** Status checks per Slybroadcast delivery before it is left `sent`. */
+export const SLYBROADCAST_MAX_CHECKS = 6;
+
+interface Deps {
+  db: Db;
+  config: Config;
+  queue: JobQueue;
+  clock: Clock;
+  log: FastifyBaseLogger;
+}
+
+/** Works the providers' jobs (provider-jobs.ts) in worker processes; returns how to stop. */
+export async function startProviderWork(deps: Deps): Promise<() => Promise<void>> {
+  const { db, config, clock, log } = deps;
+  const { boss } = deps.queue;
+  for (const name of Object.values(PROVIDER_QUEUES)) await ensureProviderQueue(boss, name);
+
+  await boss.work<DeliveryJob>(PROVIDER_QUEUES.result, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
+    if (!job) return;
+    const { deliveryId } = job.data;
+    if (await applyEarlyResult({ db, boss }, deliveryId, clock())) return;
+    // Still being handed over, or waiting for a retry: come back when that is due.
+    const delivery = await db.selectFrom('deliveries').select('next_attempt_at').where('id', '=', deliveryId).executeTakeFirst();
+    const at = Math.max(Date.now() + 1000, (delivery?.next_attempt_at.getTime() ?? 0) - clock().getTime() + Date.now() + 1000);
+    await sendProviderJob(boss, PROVIDER_QUEUES.result, { deliveryId }, new Date(at));
+  });
+
+  await boss.work<DeliveryJob>(PROVIDER_QUEUES.check, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
+    if (!job || !config.slybroadcast) return;
+    const { deliveryId } = job.data;
+    const delivery = await db
+      .selectFrom('deliveries')
+      .select(['state', 'address', 'provider_message_id'])
+      .where('id', '=', deliveryId)
+      .executeTakeFirst();
+    const submission = await findSubmission(db, deliveryId);
+    if (!delivery || !submission || !delivery.provider_message_id) return;
+    if ((PENDING_STATES as readonly string[]).includes(delivery.state))
+      throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
+    if (delivery.state !== 'sent') return noteChecked(db, deliveryId, undefined);
+    const now = clock();
+    let outcome: ReturnType<typeof readCallStatus>;
+    try {
+      const reply = await slybroadcastControl(config.slybroadcast, 'callstatus', {
+        session_id: delivery.provider_message_id,
+        c_phone: delivery.address,
+      });
+      outcome = readCallStatus(reply, delivery.provider_message_id, delivery.address, now);
+    } catch (error) {
+      log.warn({ deliveryId, err: error }, 'Slybroadcast call status not read');
+    }
+    if (outcome) {
+      const result = await recordOutcomes(db, SLYBROADCAST_SOURCE, 'Slybroadcast', [outcome], now);
+      await noteChecked(db, deliveryId, undefined);
+      log.info({ deliveryId, recorded: result.recorded }, 'Slybroadcast disposition recovered by callstatus');
+      return;
+    }
+    if (submission.checks + 1 >= SLYBROADCAST_MAX_CHECKS) {
+      await noteChecked(db, deliveryId, undefined);
+      log.warn({ deliveryId }, `no Slybroadcast disposition after ${SLYBROADCAST_MAX_CHECKS} status checks: the delivery stays sent`);
+      return;
+    }
+    const next = new Date(now.getTime() + config.slybroadcastResultTimeoutMs);
+    await noteChecked(db, deliveryId, next);
+    await sendProviderJob(boss, PROVIDER_QUEUES.check, { deliveryId }, new Date(Date.now() + config.slybroadcastResultTimeoutMs));
+  });
+
+  await boss.work<CancelledJob>(PROVIDER_QUEUES.cancelled, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
+    if (job?.data.kind !== 'voicemail_drop' || !config.slybroadcast) return;
+    const sessions = await openSessions(db, job.data.id);
+    for (const session of sessions) {
+      try {
+        const reply = await slybroadcastControl(config.slybroadcast, 'stop', { session_id: session.sessionId });
+        if (/^\s*ERROR\b/i.test(reply))
+          log.warn(
+            { dropId: job.data.id, sessionId: session.sessionId, reply: reply.slice(0, 200) },
+            'Slybroadcast did not stop a session',
+          );
+        else log.info({ dropId: job.data.id, sessionId: session.sessionId }, 'Slybroadcast session stopped');
+      } catch (error) {
+        // Not fatal: the drop is cancelled in Hopper whatever Slybroadcast answers.
+        log.warn({ dropId: job.data.id, sessionId: session.sessionId, err: error }, 'Slybroadcast session not stopped');
+      }
+    }
+  });
+
+  return async () => {
+    for (const name of Object.values(PROVIDER_QUEUES)) await boss.offWork(name, { wait: true });
+  };
+}
