@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.ts';
@@ -11,14 +13,29 @@ import type { Database } from './schema.ts';
 export type Db = Kysely<Database>;
 
 export interface DatabaseHandle {
+  /** For workers, migrations and tools: waits as long as a statement takes. */
   readonly db: Db;
+  /**
+   * For HTTP requests and the health probe: on PostgreSQL, connecting and every statement are
+   * bounded by DATABASE_TIMEOUT, so a database that is down or frozen makes a request fail fast
+   * (503 `database_unavailable`) instead of hanging. The same database as `db` on PGlite.
+   */
+  readonly requestDb: Db;
   readonly kind: 'pglite' | 'postgres';
   /** The embedded database itself, when there is one (the job queue runs on it too). */
   readonly pglite: PGlite | undefined;
   /** Number of SQL statements run so far: lets tests prove a request never reached the database. */
   queryCount(): number;
+  /**
+   * Calls `onNotice` with the payload of every NOTIFY on `channel`, from any process using the
+   * database, and without one whenever notices may have been missed (the listening connection was lost). `listening()` is
+   * false while no notice can arrive: whatever the caller caches must not be trusted then.
+   */
+  listen(channel: string, onNotice: (payload?: string) => void): Promise<{ listening(): boolean }>;
   /** True when the database answers a trivial query. */
   ping(): Promise<boolean>;
+  /** The request pool's connections (metrics); undefined on PGlite. */
+  poolStats(): { total: number; idle: number; waiting: number; max: number } | undefined;
   close(): Promise<void>;
 }
 
@@ -26,34 +43,61 @@ const INT8_OID = 20;
 // Ids are bigint in SQL and safe integers in JSON: ids never approach 2^53.
 const parseInt8 = (value: string) => Number(value);
 
-/** Opens PGlite in DATA_DIR/pgdata, or PostgreSQL when DATABASE_URL is set, and migrates it. */
-export async function openDatabase(config: Config): Promise<DatabaseHandle> {
+/** Where a connection's failures are reported (a process logger); stderr when absent. */
+export interface DatabaseLog {
+  warn(details: object, message: string): void;
+}
+
+/**
+ * Opens PGlite in DATA_DIR/pgdata, or PostgreSQL when DATABASE_URL is set, and migrates it.
+ *
+ * On PostgreSQL a connection that breaks while idle in the pool (the server restarted, an
+ * administrator ended the backend) is reported and dropped — never an unhandled 'error' that ends
+ * the process — and the pool connects afresh when the server is back.
+ */
+export async function openDatabase(config: Config, log?: DatabaseLog): Promise<DatabaseHandle> {
   let queries = 0;
-  const log = () => {
+  const count = () => {
     queries++;
   };
+  const kyselyOn = (pool: pg.Pool) => new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
   const schema = config.databaseSchema;
   let releaseLock = () => {};
   let db: Db;
+  let requestDb: Db;
   let embedded: PGlite | undefined;
+  let pool: pg.Pool | undefined;
 
   if (config.databaseUrl) {
-    const pool = new pg.Pool({
-      connectionString: config.databaseUrl,
-      max: 20,
-      options: `-c search_path=${schema}`,
-      types: { getTypeParser: (oid, format) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) },
-    } as pg.PoolConfig);
-    prepareRepeatedStatements(pool);
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
+    const url = config.databaseUrl;
+    const timeout = config.databaseTimeoutMs;
+    const onError = (error: Error) => {
+      const details = { err: { message: error.message, code: (error as { code?: string }).code } };
+      if (log) log.warn(details, 'database connection lost (it is dropped; the next query connects again)');
+      else console.warn('database connection lost:', error.message);
+    };
+    // Workers, migrations, tools: statements may take long (a frozen server makes them wait, which
+    // is how a worker pauses); connecting still gives up in time.
+    const workerPool = pgPool(url, schema, { max: 20, connectionTimeoutMillis: Math.max(timeout, 5_000) }, onError);
+    db = kyselyOn(workerPool);
+    // Requests: the server cancels a statement past the limit; the client stops waiting a little
+    // later, for a frozen server cancels nothing.
+    pool = pgPool(
+      url,
+      schema,
+      { max: 20, connectionTimeoutMillis: timeout, query_timeout: timeout + 250, statementTimeoutMs: timeout },
+      onError,
+    );
+    requestDb = kyselyOn(pool);
   } else {
     const dataDir = join(config.dataDir, 'pgdata');
     releaseLock = acquirePgliteLock(`${dataDir}.lock`);
     try {
-      const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 } });
+      const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 }, extensions: { pg_trgm, btree_gin } });
       if (schema !== 'public') await pglite.query(`SET search_path TO ${schema}`);
       embedded = pglite;
-      db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log });
+      db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log: count });
+      requestDb = db;
     } catch (error) {
       releaseLock();
       throw error;
@@ -65,19 +109,32 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
     await migrateToLatest(db as unknown as Kysely<unknown>, schema);
   } catch (error) {
     await db.destroy();
+    if (requestDb !== db) await requestDb.destroy();
     releaseLock();
     throw error;
   }
 
   let closed = false;
+  const listeners: (() => Promise<void>)[] = [];
   return {
     db,
+    requestDb,
     kind: config.databaseUrl ? 'postgres' : 'pglite',
     pglite: embedded,
     queryCount: () => queries,
+    async listen(channel, onNotice) {
+      if (embedded) {
+        listeners.push(await embedded.listen(channel, onNotice));
+        return { listening: () => !closed };
+      }
+      const listener = await listenOnPostgres(config.databaseUrl as string, channel, onNotice);
+      listeners.push(listener.close);
+      return listener;
+    },
+    poolStats: () => pool && { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max ?? 10 },
     async ping() {
       try {
-        await sql`SELECT 1`.execute(db);
+        await sql`SELECT 1`.execute(requestDb);
         return true;
       } catch {
         return false;
@@ -86,8 +143,78 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
     async close() {
       if (closed) return;
       closed = true;
+      for (const stop of listeners) await stop();
       await db.destroy();
+      if (requestDb !== db) await requestDb.destroy();
       releaseLock();
+    },
+  };
+}
+
+function pgPool(
+  connectionString: string,
+  schema: string,
+  limits: { max: number; connectionTimeoutMillis: number; query_timeout?: number; statementTimeoutMs?: number },
+  onError: (error: Error) => void,
+): pg.Pool {
+  const { statementTimeoutMs, ...poolLimits } = limits;
+  const statementTimeout = statementTimeoutMs ? ` -c statement_timeout=${statementTimeoutMs}` : '';
+  const pool = new pg.Pool({
+    connectionString,
+    ...poolLimits,
+    options: `-c search_path=${schema}${statementTimeout}`,
+    keepAlive: true,
+    types: { getTypeParser: (oid, format) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) },
+  } as pg.PoolConfig);
+  // An idle connection that breaks emits 'error' on the pool; one that breaks while checked out
+  // between statements (inside a transaction) emits it on the client, where pg-pool listens only
+  // while it is idle. Unheard, either ends the process. The broken client is not queryable any
+  // more: its next statement fails, and the pool discards it on release.
+  pool.on('error', onError);
+  pool.on('connect', (client) => client.on('error', onError));
+  prepareRepeatedStatements(pool);
+  return pool;
+}
+
+/**
+ * LISTEN on a connection of its own (a pooled one would drop it), reconnected when lost. Notices
+ * may be missed while it is down, so `onNotice` is called on every loss and every reconnection.
+ */
+async function listenOnPostgres(url: string, channel: string, onNotice: (payload?: string) => void) {
+  let client: pg.Client | undefined;
+  let up = false;
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+  const lost = () => {
+    if (!up && client === undefined) return;
+    up = false;
+    client = undefined;
+    onNotice();
+    if (!stopped) retry = setTimeout(() => void connect().catch(lost), 1000);
+  };
+  const connect = async () => {
+    const next = new pg.Client({ connectionString: url });
+    client = next;
+    next.on('notification', (message) => {
+      if (message.channel === channel) onNotice(message.payload);
+    });
+    next.on('error', lost);
+    next.on('end', lost);
+    await next.connect();
+    await next.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    up = true;
+    onNotice();
+  };
+  await connect();
+  return {
+    listening: () => up,
+    async close() {
+      stopped = true;
+      clearTimeout(retry);
+      const last = client;
+      up = false;
+      client = undefined;
+      await last?.end().catch(() => {});
     },
   };
 }

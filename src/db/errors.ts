@@ -17,3 +17,40 @@ export async function uniqueOn<T>(field: string, write: Promise<T>): Promise<T> 
     throw error;
   }
 }
+
+/**
+ * True when an error means the database is out of reach rather than refusing the statement: the
+ * connection was refused, dropped or timed out, the server is shutting down (57P01–57P03), a
+ * statement ran past its time limit (57014), or a connection-class SQLSTATE (08xxx). Such errors
+ * are transient: requests answer 503 `database_unavailable`, workers wait and try again.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && DB_UNREACHABLE_CODES.test(code)) return true;
+  return typeof message === 'string' && DB_UNREACHABLE_MESSAGES.test(message);
+}
+
+const DB_UNREACHABLE_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|EPIPE|57P0[1-3]|57014|08\w{3})$/;
+// node-postgres reports its own timeouts and dropped connections without a code.
+const DB_UNREACHABLE_MESSAGES =
+  /^(Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection terminated unexpectedly|Client was closed and is not queryable)/;
+
+/**
+ * Runs `attempt` until it succeeds or fails for a reason other than the database being out of
+ * reach; while it is out of reach, waits (250 ms, growing to 2 s) and tries again — a worker
+ * pauses through an outage instead of dropping what it holds. `giveUp` ends the waiting (the
+ * process is stopping): the last error is thrown.
+ */
+export async function whileDatabaseAway<T>(attempt: () => Promise<T>, giveUp: () => boolean = () => false): Promise<T> {
+  let wait = 250;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isDatabaseUnavailable(error) || giveUp()) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(2_000, wait * 2);
+    }
+  }
+}

@@ -14,8 +14,10 @@ import type { MessageKind } from './schema.ts';
  *   message changed and does nothing — no job ever needs cancelling.
  * - `message-deliver`: work through a message's deliveries. Any number of these run at once,
  *   across processes; each claims deliveries row by row (see deliveries.ts).
+ * - `webhook-send`: send an endpoint's due webhook deliveries (webhooks/webhook-worker.ts). One job
+ *   per endpoint is queued and one runs at a time (policy `stately`, keyed by the endpoint).
  */
-export const QUEUES = { due: 'message-due', deliver: 'message-deliver' } as const;
+export const QUEUES = { due: 'message-due', deliver: 'message-deliver', webhook: 'webhook-send' } as const;
 
 export interface DueJob {
   kind: MessageKind;
@@ -38,11 +40,18 @@ export interface JobQueue {
    * `coalesce` folds requests made within a few seconds into one job (sweeps).
    */
   requestDelivery(job: DeliverJob, options?: { startAfter?: Date; coalesce?: boolean }): Promise<void>;
+  /** Asks for an endpoint's due webhook deliveries to be sent; a request while one is queued is a no-op. */
+  requestWebhookSend(endpointId: number): Promise<void>;
   stop(): Promise<void>;
 }
 
+/** The schema pg-boss keeps its tables in. */
+export function jobQueueSchema(config: Config): string {
+  return `${config.databaseSchema === 'public' ? '' : `${config.databaseSchema}_`}pgboss`;
+}
+
 export async function openJobQueue(database: DatabaseHandle, config: Config): Promise<JobQueue> {
-  const schema = `${config.databaseSchema === 'public' ? '' : `${config.databaseSchema}_`}pgboss`;
+  const schema = jobQueueSchema(config);
   const boss = database.pglite
     ? new PgBoss({ db: fromPglite(database.pglite as never), backend: 'pglite', schema })
     : new PgBoss({ connectionString: config.databaseUrl, schema, max: 4 });
@@ -58,6 +67,8 @@ export async function openJobQueue(database: DatabaseHandle, config: Config): Pr
     heartbeatSeconds: 10,
     expireInSeconds: 3600,
   });
+  // A webhook job that dies is not retried: its endpoint's work is found again by the next poll.
+  await ensureQueue(boss, QUEUES.webhook, { policy: 'stately', retryLimit: 0, heartbeatSeconds: 10, expireInSeconds: 900 });
   // pg-boss looks a queue up on its own connection the first time it sends to it. Inside a
   // transaction on PGlite (one connection) that look-up would wait for the transaction itself, so
   // each queue is looked up once now, before any transaction needs it.
@@ -79,6 +90,9 @@ export async function openJobQueue(database: DatabaseHandle, config: Config): Pr
         ...(coalesce ? { singletonKey: key, singletonSeconds: 5 } : {}),
       });
     },
+    async requestWebhookSend(endpointId) {
+      await boss.send(QUEUES.webhook, { endpointId }, { singletonKey: String(endpointId) });
+    },
     async stop() {
       await boss.stop({ graceful: true, timeout: 20_000 });
     },
@@ -86,6 +100,8 @@ export async function openJobQueue(database: DatabaseHandle, config: Config): Pr
 }
 
 async function ensureQueue(boss: PgBoss, name: string, options: Parameters<PgBoss['createQueue']>[1]): Promise<void> {
-  if (await boss.getQueue(name)) await boss.updateQueue(name, options as never);
+  // A queue's policy is fixed when it is made.
+  const { policy: _policy, ...changeable } = options ?? {};
+  if (await boss.getQueue(name)) await boss.updateQueue(name, changeable as never);
   else await boss.createQueue(name, options);
 }

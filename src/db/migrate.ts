@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { type Migration, Migrator } from 'kysely/migration';
 import * as identity from './migrations/0001-identity.ts';
 import * as webSessions from './migrations/0002-web-sessions.ts';
@@ -9,6 +9,16 @@ import * as deliveries from './migrations/0006-deliveries.ts';
 import * as secrets from './migrations/0007-secrets.ts';
 import * as deliveryProviderIds from './migrations/0008-delivery-provider-ids.ts';
 import * as collectionVersions from './migrations/0009-collection-versions.ts';
+import * as emailIdentityInbound from './migrations/0010-email-identity-inbound.ts';
+import * as textSearch from './migrations/0011-text-search.ts';
+import * as skippedDeliveries from './migrations/0012-skipped-deliveries.ts';
+import * as webhooks from './migrations/0013-webhooks.ts';
+import * as contactMatchIndexes from './migrations/0014-contact-match-indexes.ts';
+import * as voicemailProviderState from './migrations/0015-voicemail-provider-state.ts';
+import * as contactWebhooksPerStatement from './migrations/0016-contact-webhooks-per-statement.ts';
+import * as webhookWakeups from './migrations/0017-webhook-wakeups.ts';
+import * as deliveryAddresses from './migrations/0018-delivery-addresses.ts';
+import * as providerReceipts from './migrations/0019-provider-receipts.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -21,6 +31,16 @@ const MIGRATIONS: Record<string, Migration> = {
   '0007-secrets': secrets,
   '0008-delivery-provider-ids': deliveryProviderIds,
   '0009-collection-versions': collectionVersions,
+  '0010-email-identity-inbound': emailIdentityInbound,
+  '0011-text-search': textSearch,
+  '0012-skipped-deliveries': skippedDeliveries,
+  '0013-webhooks': webhooks,
+  '0014-contact-match-indexes': contactMatchIndexes,
+  '0015-voicemail-provider-state': voicemailProviderState,
+  '0016-contact-webhooks-per-statement': contactWebhooksPerStatement,
+  '0017-webhook-wakeups': webhookWakeups,
+  '0018-delivery-addresses': deliveryAddresses,
+  '0019-provider-receipts': providerReceipts,
 };
 
 /**
@@ -28,12 +48,38 @@ const MIGRATIONS: Record<string, Migration> = {
  * starting at once on one PostgreSQL run each migration exactly once; running it again is a no-op.
  */
 export async function migrateToLatest(db: Kysely<unknown>, schema: string): Promise<string[]> {
+  if (await atLatest(db, schema)) return [];
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => MIGRATIONS },
     migrationTableSchema: schema,
   });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) throw error;
-  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  for (let attempt = 1; ; attempt++) {
+    const { error, results } = await migrator.migrateToLatest();
+    if (!error) return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    // Kysely's table check reads the catalog of every schema in the database: one that another
+    // session drops meanwhile fails it (3F000 "schema … does not exist", or XX000 "cache lookup
+    // failed"). Nothing has run then, and pending migrations run in one transaction: try again.
+    const code = (error as { code?: string }).code;
+    if (attempt < 10 && (code === '3F000' || code === 'XX000')) {
+      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+      continue;
+    }
+    throw error;
+  }
+}
+
+/**
+ * One query instead of the migrator's table checks and lock: true when the last migration this
+ * version knows has run (and so, names sorting in run order, every one before it).
+ */
+async function atLatest(db: Kysely<unknown>, schema: string): Promise<boolean> {
+  const last = Object.keys(MIGRATIONS).sort().at(-1);
+  try {
+    const { rows } = await sql<{ name: string }>`
+      SELECT name FROM ${sql.table(`${schema}.kysely_migration`)} WHERE name = ${last}`.execute(db);
+    return rows.length === 1;
+  } catch {
+    return false; // no migration table yet
+  }
 }

@@ -2,6 +2,9 @@ import type { ContactStatus } from '../db/schema.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import type { ClaimedDelivery } from './deliveries.ts';
 
+/** Resolves when one more delivery may be accepted by the provider without being recorded yet. */
+export type HandOver = () => Promise<void>;
+
 /**
  * What a channel (email, a voicemail provider) answers for one delivery. The engine turns it into
  * the delivery's next state and counters; the channel never touches the ledger itself.
@@ -24,8 +27,14 @@ export type DeliveryOutcome =
 export interface Channel<K extends MessageKind = MessageKind, Prepared = unknown> {
   /** Loads once per batch what every delivery of the message shares (template parts, audio URL, …). */
   prepare(message: MessageRows[K]): Promise<Prepared>;
-  /** Hands one delivery to the provider. Throwing counts as a temporary failure. */
-  deliver(prepared: Prepared, delivery: ClaimedDelivery): Promise<DeliveryOutcome>;
+  /**
+   * Hands one delivery to the provider. Throwing counts as a temporary failure. A channel that can
+   * stage a delivery calls `handOver` at the last moment before the act it cannot take back (an SMTP
+   * message's final dot) and goes on once it resolves; the engine bounds how many deliveries of the
+   * process are accepted and not yet recorded there (send-batch.ts). One that does not call it is
+   * bounded once it answers `sent`.
+   */
+  deliver(prepared: Prepared, delivery: ClaimedDelivery, handOver?: HandOver): Promise<DeliveryOutcome>;
   close?(): Promise<void>;
 }
 

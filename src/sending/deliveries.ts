@@ -28,10 +28,11 @@ const ids = (entries: StoredRecipient[] | undefined, group: StoredRecipient['gro
 /**
  * Resolves the recipients of a message into deliveries, once: tags to their contacts, plus
  * contacts, minus exclusions, minus contacts that cannot receive (not Subscribed, or without an
- * email address / phone number for the channel). It walks the owner's contacts in id order, one
+ * email address / phone number for the channel); of contacts sharing an address, one receives and
+ * the others are `skipped`. It walks the owner's contacts in id order, one
  * batch per statement, so the recipient list never sits in memory; a crash part-way is resumed
  * by running it again (the unique key makes re-inserting a no-op). Returns the number of
- * deliveries the message has.
+ * deliveries the message has (skipped ones not counted).
  */
 export async function resolveDeliveries(db: Db, kind: MessageKind, message: ResolvableMessage, batchSize = 5000): Promise<number> {
   const address = kind === 'templated_email' ? sql.ref('c.email') : sql.ref('c.phone');
@@ -42,8 +43,11 @@ export async function resolveDeliveries(db: Db, kind: MessageKind, message: Reso
   const taggedWith = (tagIds: number[]) =>
     sql`EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.user_id = c.user_id AND ct.contact_id = c.id AND ct.tag_id = ANY (${tagIds}::bigint[]))`;
 
+  const what = kind === 'templated_email' ? 'email address' : 'phone number';
   let cursor = 0;
   for (;;) {
+    // One delivery per address: the first contact (by id) with an address gets it; any other
+    // contact with the same address (any letter case) is recorded `skipped`, naming that contact.
     const result = await sql<{ last: string | null; n: string }>`
       WITH batch AS (
         SELECT c.id, ${address} AS address
@@ -57,9 +61,31 @@ export async function resolveDeliveries(db: Db, kind: MessageKind, message: Reso
           AND NOT (c.id = ANY (${excludedContacts}::bigint[]) OR ${taggedWith(excludedTags)})
         ORDER BY c.id
         LIMIT ${batchSize}
+      ), taken AS (
+        -- The addresses this batch reaches first (migration 0018). Its rows are not visible to the
+        -- rest of this statement: below, an address claimed by an earlier batch is found by its key,
+        -- and among this batch's contacts the first (by id) is the one that keeps it.
+        INSERT INTO delivery_addresses (message_kind, message_id, address_key, contact_id)
+        SELECT DISTINCT ON (lower(address)) ${kind}, ${message.id}, lower(address), id FROM batch ORDER BY lower(address), id
+        ON CONFLICT DO NOTHING
+      ), ranked AS (
+        SELECT b.id, b.address,
+               NULLIF(
+                 coalesce(
+                   (SELECT a.contact_id FROM delivery_addresses a
+                    WHERE a.message_kind = ${kind} AND a.message_id = ${message.id} AND a.address_key = lower(b.address)),
+                   first_value(b.id) OVER (PARTITION BY lower(b.address) ORDER BY b.id)
+                 ),
+                 b.id
+               ) AS reached_by
+        FROM batch b
       ), inserted AS (
-        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address)
-        SELECT ${message.user_id}, ${kind}, ${message.id}, batch.id, batch.address FROM batch
+        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, last_error)
+        SELECT ${message.user_id}, ${kind}, ${message.id}, r.id, r.address,
+               CASE WHEN r.reached_by IS NULL THEN 'queued' ELSE 'skipped' END,
+               CASE WHEN r.reached_by IS NULL THEN NULL
+                    ELSE ${`skipped: same ${what} as contact `}::text || r.reached_by::text || ', who gets this message' END
+        FROM ranked r
         ON CONFLICT (message_kind, message_id, contact_id) DO NOTHING
       )
       SELECT max(id) AS last, count(*) AS n FROM batch`.execute(db);
@@ -72,6 +98,7 @@ export async function resolveDeliveries(db: Db, kind: MessageKind, message: Reso
     .select(sql<string>`count(*)`.as('n'))
     .where('message_kind', '=', kind)
     .where('message_id', '=', message.id)
+    .where('state', '<>', 'skipped')
     .executeTakeFirstOrThrow();
   return Number(counted.n);
 }
@@ -101,9 +128,19 @@ export interface Claim {
  * workers share a message and each delivery is claimed by one. A `sending` row whose lease ran
  * out belonged to a worker that died mid-send; it is claimed again — the one place a message may
  * go out twice (at most once more, and only if the crash fell between the provider's acceptance
- * and our record of it: see docs/sending.md).
+ * and our record of it: see docs/sending.md). With `takeOver` false only due deliveries are claimed;
+ * `mine` are the claims this process holds itself (a renewal that came late does not make them abandoned).
  */
-export async function claimDeliveries(db: Db, kind: MessageKind, messageId: number, limit: number, now: Date, leaseMs: number) {
+export async function claimDeliveries(
+  db: Db,
+  kind: MessageKind,
+  messageId: number,
+  limit: number,
+  now: Date,
+  leaseMs: number,
+  takeOver = true,
+  mine: readonly number[] = [],
+) {
   const result = await sql<ClaimedDelivery>`
     WITH fresh AS (
       SELECT id FROM deliveries
@@ -115,7 +152,8 @@ export async function claimDeliveries(db: Db, kind: MessageKind, messageId: numb
     ), abandoned AS (
       SELECT id FROM deliveries
       WHERE message_kind = ${kind} AND message_id = ${messageId}
-        AND state = 'sending' AND lease_until < ${now}
+        AND state = 'sending' AND lease_until < ${now} AND ${takeOver}
+        AND NOT (id = ANY (${mine as number[]}::bigint[]))
       LIMIT ${limit}
       FOR UPDATE SKIP LOCKED
     ), claimed AS (
@@ -244,7 +282,7 @@ export interface DeliverySummary {
 
 export async function summarizeDeliveries(db: Db, kind: MessageKind, messageId: number): Promise<DeliverySummary> {
   const { rows } = await sql<{ total: string; pending: string; failed: string; next_at: Date | null; lease: Date | null }>`
-    SELECT count(*) AS total,
+    SELECT count(*) FILTER (WHERE state <> 'skipped') AS total,
            count(*) FILTER (WHERE state IN ('queued', 'sending', 'deferred', 'held')) AS pending,
            count(*) FILTER (WHERE state IN ('failed', 'bounced', 'dropped')) AS failed,
            min(next_attempt_at) FILTER (WHERE state IN ('queued', 'deferred', 'held')) AS next_at,

@@ -4,8 +4,9 @@ import type { ContactStatus, DeliveryState } from '../db/schema.ts';
 import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
 
 /**
- * What happened to a delivery after it was handed over, from any source: SendGrid's event
- * webhook, a voicemail provider's disposition, Hopper's own open pixel, click redirect and
+ * What happened to a delivery after it was handed over, from any source: SendGrid's, SES's and
+ * Postmark's webhooks, the inbound mail receiver (replies, bounces, complaints, mailed
+ * unsubscribes), a voicemail provider's disposition, Hopper's own open pixel, click redirect and
  * unsubscribe link. Each event is stored once (by its source's id), and only a newly stored event
  * moves counters, the delivery's state and the contact's status — all in one transaction, so a
  * replayed batch changes nothing and the counters stay exactly the ledger.
@@ -17,11 +18,13 @@ export const EVENT_TYPES = [
   'dropped',
   'hard_bounce',
   'soft_bounce',
+  'temporary_bounce',
   'failed',
   'open',
   'click',
   'spamreport',
   'unsubscribe',
+  'reply',
 ] as const;
 export type DeliveryEventType = (typeof EVENT_TYPES)[number];
 
@@ -57,11 +60,14 @@ const EFFECTS: Record<DeliveryEventType, Effect> = {
   dropped: { counters: { dropped: 1 }, state: 'dropped' },
   hard_bounce: { counters: { bounce: 1, hard_bounce: 1 }, state: 'bounced', contactStatus: 'Inactive - Hard Bounce' },
   soft_bounce: { counters: { bounce: 1, soft_bounce: 1 }, state: 'bounced' },
+  // A delay notice (DSN 4.x.x): the relay still tries; the delivery is not bounced.
+  temporary_bounce: { counters: { soft_bounce: 1 } },
   failed: { counters: { failed: 1 }, state: 'failed' },
   open: { counters: { open: 1 } },
   click: { counters: { click: 1 } },
   spamreport: { counters: { spamreport: 1 }, contactStatus: 'Inactive - Spam Complaint' },
   unsubscribe: { counters: { unsubscribe: 1 }, contactStatus: 'Unsubscribed' },
+  reply: { counters: { reply: 1 } },
 };
 
 /** Later outcomes win over earlier ones, whatever order their events arrive in. */

@@ -1,13 +1,22 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
+import { isDatabaseUnavailable } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
-import { sendBatch } from './send-batch.ts';
+import { LeaseKeeper } from './leases.ts';
+import { Slots, sendBatch } from './send-batch.ts';
+
+/** What a delivery job keeps from round to round. */
+interface DeliverState {
+  started: number;
+  prepared: unknown;
+  preparedFor: Date | undefined;
+}
 
 export interface EngineDeps {
   database: DatabaseHandle;
@@ -22,15 +31,18 @@ export interface EngineDeps {
 export interface EngineSettings {
   /** Deliveries one delivery job claims per round trip (SEND_BATCH_SIZE). */
   batchSize: number;
-  /** Deliveries one delivery job has with the provider at once (the SMTP pool's connections). */
+  /**
+   * Deliveries the process has with the provider at once, counting each until its outcome is
+   * recorded (the SMTP pool's connections): also the most a crash can send twice.
+   */
   sendConcurrency: number;
-  /** `sent` outcomes recorded per statement; bounds the duplicate window (docs/sending.md). */
+  /** Most `sent` outcomes one statement records (they are group-committed: see send-batch.ts). */
   recordEvery: number;
   /** Delivery jobs one process runs at once. */
   loops: number;
   /** Most delivery jobs started per message when it becomes due (each may run on another worker); fewer for small ones. */
   parallelism: number;
-  /** How long a claim holds before another worker may take the delivery over; renewed while alive. */
+  /** How long a claim holds before another worker may take the delivery over; renewed every quarter of it while alive. */
   leaseMs: number;
   /** How often a running batch reads its message's status (how fast a cancel takes effect). */
   statusCheckMs: number;
@@ -59,12 +71,16 @@ export interface EngineSettings {
 export class SendingEngine {
   readonly #deps: EngineDeps;
   readonly #settings: EngineSettings;
+  readonly #leases: LeaseKeeper;
+  readonly #handOvers: Slots;
   #sweeper: NodeJS.Timeout | undefined;
   #stopping = false;
 
   constructor(deps: EngineDeps, settings: EngineSettings) {
     this.#deps = deps;
     this.#settings = settings;
+    this.#leases = new LeaseKeeper(deps.database.db, deps.clock, settings.leaseMs, deps.log);
+    this.#handOvers = new Slots(settings.sendConcurrency);
   }
 
   get #db(): Db {
@@ -73,6 +89,7 @@ export class SendingEngine {
 
   async start(): Promise<void> {
     const { boss } = this.#deps.queue;
+    this.#leases.start();
     await boss.work<DueJob>(QUEUES.due, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
       if (job) await this.#logged('due', job.data, () => this.handleDue(job.data));
     });
@@ -99,6 +116,7 @@ export class SendingEngine {
     clearInterval(this.#sweeper);
     await this.#deps.queue.boss.offWork(QUEUES.due, { wait: true });
     await this.#deps.queue.boss.offWork(QUEUES.deliver, { wait: true });
+    this.#leases.stop();
   }
 
   async handleDue(job: DueJob): Promise<void> {
@@ -113,49 +131,89 @@ export class SendingEngine {
   }
 
   async handleDeliver<K extends MessageKind>(job: DeliverJob<K>): Promise<void> {
-    const channel: Channel<K> | undefined = this.#deps.channels[job.kind];
-    const started = Date.now();
-    let prepared: unknown;
-    let preparedFor: Date | undefined;
+    const state: DeliverState = { started: Date.now(), prepared: undefined, preparedFor: undefined };
+    let away = 250;
     while (!this.#stopping) {
-      const message = await loadMessage(this.#db, job.kind, job.id);
-      if (!message || message.deleted_at) return;
-      const now = this.#deps.clock();
-      if (message.status === 'Cancelled') return cancelPendingDeliveries(this.#db, job.kind, job.id, now);
-      if (message.status !== 'Sending') return;
-      if (!message.resolved_at) await this.#resolve(job.kind, message);
-      if (!channel)
-        return this.#finish(
-          job.kind,
-          job.id,
-          `No ${job.kind === 'voicemail_drop' ? 'voicemail provider' : 'email'} channel is set up on this server.`,
+      try {
+        if ((await this.#deliverRound(job, state)) === 'done') return;
+        away = 250;
+      } catch (error) {
+        // The database is out of reach: this job pauses and tries again, keeping its place (its
+        // claims were recorded or kept by sendBatch); anything else fails the job (retried).
+        if (!isDatabaseUnavailable(error) || this.#stopping) throw error;
+        this.#deps.log.warn(
+          { kind: job.kind, id: job.id, err: { message: (error as Error).message } },
+          'database unreachable: delivery paused',
         );
-      if (Date.now() - started > this.#settings.maxJobMs) return this.#deps.queue.requestDelivery(job);
-      if (preparedFor?.getTime() !== message.updated_at.getTime()) {
-        prepared = await channel.prepare(message);
-        preparedFor = message.updated_at;
+        await new Promise((resolve) => setTimeout(resolve, away));
+        away = Math.min(2_000, away * 2);
       }
-      const batch = await claimDeliveries(this.#db, job.kind, job.id, this.#settings.batchSize, now, this.#settings.leaseMs);
-      if (batch.length > 0) {
-        this.#deps.log.debug({ kind: job.kind, id: job.id, claimed: batch.length }, 'deliveries claimed');
-        await sendBatch(
-          {
-            db: this.#db,
-            clock: this.#deps.clock,
-            log: this.#deps.log,
-            settings: this.#settings,
-            kind: job.kind,
-            messageId: job.id,
-            channel,
-            prepared,
-            stopping: () => this.#stopping,
-          },
-          batch,
-        );
-        continue;
-      }
-      return this.#settle(job);
     }
+  }
+
+  /** One claim-and-send round of a delivery job: 'more' to go on, 'done' when the job has ended. */
+  async #deliverRound<K extends MessageKind>(job: DeliverJob<K>, state: DeliverState): Promise<'more' | 'done'> {
+    const channel: Channel<K> | undefined = this.#deps.channels[job.kind];
+    const message = await loadMessage(this.#db, job.kind, job.id);
+    if (!message || message.deleted_at) return 'done';
+    const now = this.#deps.clock();
+    if (message.status === 'Cancelled') {
+      await cancelPendingDeliveries(this.#db, job.kind, job.id, now);
+      return 'done';
+    }
+    if (message.status !== 'Sending') return 'done';
+    if (!message.resolved_at) await this.#resolve(job.kind, message);
+    if (!channel) {
+      await this.#finish(
+        job.kind,
+        job.id,
+        `No ${job.kind === 'voicemail_drop' ? 'voicemail provider' : 'email'} channel is set up on this server.`,
+      );
+      return 'done';
+    }
+    if (Date.now() - state.started > this.#settings.maxJobMs) {
+      await this.#deps.queue.requestDelivery(job);
+      return 'done';
+    }
+    if (state.preparedFor?.getTime() !== message.updated_at.getTime()) {
+      state.prepared = await channel.prepare(message);
+      state.preparedFor = message.updated_at;
+    }
+    // After an outage, this process keeps its own claims before it claims anything (leases.ts).
+    await this.#leases.ready();
+    const takeOver = now >= this.#leases.takeOverAfter();
+    const batch = await claimDeliveries(
+      this.#db,
+      job.kind,
+      job.id,
+      this.#settings.batchSize,
+      now,
+      this.#settings.leaseMs,
+      takeOver,
+      this.#leases.heldIds(),
+    );
+    if (batch.length === 0) {
+      await this.#settle(job);
+      return 'done';
+    }
+    this.#deps.log.debug({ kind: job.kind, id: job.id, claimed: batch.length }, 'deliveries claimed');
+    await sendBatch(
+      {
+        db: this.#db,
+        clock: this.#deps.clock,
+        log: this.#deps.log,
+        settings: this.#settings,
+        kind: job.kind,
+        messageId: job.id,
+        channel,
+        prepared: state.prepared,
+        stopping: () => this.#stopping,
+        leases: this.#leases,
+        handOvers: this.#handOvers,
+      },
+      batch,
+    );
+    return 'more';
   }
 
   /** Restarts delivery on every message that is sending: what a crashed worker held is taken over. */
@@ -197,8 +255,13 @@ export class SendingEngine {
             : null;
       return this.#finish(job.kind, job.id, reason);
     }
+    // Nothing was due to claim now: what is left is due later, claims this process may take over
+    // only once it has seen the database for a lease after an outage (leases.ts), or its own
+    // claims whose renewal is late: look again soon, not at once.
+    const soonest = Math.max(this.#leases.takeOverAfter().getTime(), this.#deps.clock().getTime() + 250);
     const due = [summary.nextAttemptAt, summary.leaseUntil]
       .filter((d): d is Date => d !== null)
+      .map((d) => new Date(Math.max(d.getTime(), soonest)))
       .sort((a, b) => a.getTime() - b.getTime())[0];
     await this.#deps.queue.requestDelivery(job, { startAfter: due ?? new Date(this.#deps.clock().getTime() + this.#settings.leaseMs) });
   }

@@ -1,20 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
+import { whileDatabaseAway } from '../db/errors.ts';
 import type { MessageKind } from '../messages/kinds.ts';
 import { messageStatus } from '../messages/message-states.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import type { Clock } from '../time.ts';
-import type { Channel, DeliveryOutcome } from './channel.ts';
-import {
-  type Claim,
-  type ClaimedDelivery,
-  recordSent,
-  releaseClaims,
-  renewLeases,
-  type SentDelivery,
-  transitionDelivery,
-} from './deliveries.ts';
+import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
+import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
+import type { LeaseKeeper } from './leases.ts';
 
 /** How one batch is worked through; see EngineSettings for each. */
 export interface BatchSettings {
@@ -38,6 +31,38 @@ export interface BatchContext {
   prepared: unknown;
   /** True once the worker is stopping: nothing more is handed over. */
   stopping: () => boolean;
+  /** The process's lease heartbeat (leases.ts). */
+  leases: LeaseKeeper;
+  /**
+   * The process's hand-over slots (SMTP_MAX_CONNECTIONS of them, shared by every batch it runs):
+   * a slot is held from handing a delivery to the provider until its outcome is recorded. So at
+   * any instant at most that many deliveries of the process can have been accepted by the provider
+   * without being on disk — the most a crash can make go out twice.
+   */
+  handOvers: Slots;
+}
+
+/** A counting semaphore: `acquire()` resolves with the function that gives the slot back. */
+export class Slots {
+  #free: number;
+  readonly #queue: (() => void)[] = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  async acquire(): Promise<() => void> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((resolve) => this.#queue.push(resolve));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.#queue.shift();
+      if (next) next();
+      else this.#free++;
+    };
+  }
 }
 
 /** How a batch ended: every delivery handed over, or cut short by a cancel or by the worker stopping. */
@@ -45,65 +70,96 @@ export type BatchEnd = 'done' | 'cancelled' | 'stopped';
 
 /**
  * Hands a batch of claimed deliveries to the channel, `sendConcurrency` at a time, and records
- * each outcome. `sent` outcomes — nearly all of them — are recorded `recordEvery` at a time in one
- * statement; other outcomes at once, one by one.
+ * each outcome. `sent` outcomes — nearly all of them — are group-committed (SentRecorder: written
+ * at once, those that arrive meanwhile together in the next statement); other outcomes at once,
+ * one by one.
  *
  * While the batch runs, the message's status is read every `statusCheckMs` (a cancel stops the
- * batch: what was not handed over yet is cancelled) and the batch's leases are renewed every third
- * of a lease, so a slow provider never lets another worker take over claims that are still alive.
+ * batch: what was not handed over yet is cancelled) and the process's LeaseKeeper renews the
+ * leases of its unrecorded claims, so a slow provider never lets another worker take them over.
  *
- * The duplicate window (docs/sending.md): a delivery the provider accepted is recorded at most
- * `2 × recordEvery` outcomes later — the lanes wait when that many are unrecorded — so a crash can
- * leave at most `2 × recordEvery + sendConcurrency` accepted-but-unrecorded deliveries per batch.
+ * The duplicate window (docs/sending.md): a delivery the provider accepted is recorded one
+ * statement's round trip later, so a crash leaves unrecorded only the acceptances of that moment:
+ * about as many as the SMTP connections deliver in a round trip.
  */
 export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelivery[]): Promise<BatchEnd> {
   const { db, settings } = ctx;
   const waiting = [...batch];
   /** Claims whose outcome is not recorded yet: their leases are renewed. */
   const unrecorded = new Map<number, Claim>(batch.map((d) => [d.id, { id: d.id, attempts: d.attempts }]));
-  const recorder = new SentRecorder(db, ctx.clock, settings.recordEvery, (ids) => {
-    for (const id of ids) unrecorded.delete(id);
-  });
+  const recorder = new SentRecorder(
+    db,
+    ctx.clock,
+    settings.recordEvery,
+    (ids) => {
+      for (const id of ids) unrecorded.delete(id);
+    },
+    ctx.stopping,
+  );
   let end = 'done' as BatchEnd;
 
+  // The process's heartbeat renews these claims' leases; one lost to another worker (this one
+  // stalled past its lease) is no longer ours to send.
+  const letGo = ctx.leases.hold({
+    claims: () => unrecorded.values(),
+    kept: (ids) => {
+      for (let i = waiting.length - 1; i >= 0; i--) if (!ids.has(waiting[i]!.id)) waiting.splice(i, 1);
+    },
+  });
   let checking = false;
-  let renewedAt = Date.now();
   const watch = setInterval(() => {
     if (checking) return;
     checking = true;
-    watchBatch()
+    messageStatus(db, ctx.kind, ctx.messageId)
+      .then((status) => {
+        if (status !== 'Sending' && end === 'done') end = 'cancelled';
+      })
       .catch((error) => ctx.log.warn({ err: error, kind: ctx.kind, id: ctx.messageId }, 'batch status check failed'))
       .finally(() => {
         checking = false;
       });
   }, settings.statusCheckMs);
-  async function watchBatch(): Promise<void> {
-    if ((await messageStatus(db, ctx.kind, ctx.messageId)) !== 'Sending' && end === 'done') end = 'cancelled';
-    if (Date.now() - renewedAt < settings.leaseMs / 3) return;
-    renewedAt = Date.now();
-    const held = [...unrecorded.values()];
-    const kept = await renewLeases(db, held, ctx.clock(), settings.leaseMs);
-    // A claim lost to another worker (this one stalled past its lease) is no longer ours to send.
-    for (let i = waiting.length - 1; i >= 0; i--) if (!kept.has(waiting[i]!.id)) waiting.splice(i, 1);
-  }
 
+  /** `sent` records still being written, each holding its hand-over slot until it is. */
+  const recording: Promise<void>[] = [];
   const lane = async () => {
     for (;;) {
       await recorder.room();
       if (end !== 'done' || ctx.stopping()) return;
       const delivery = waiting.shift();
       if (!delivery) return;
-      // A contact who unsubscribed (or bounced, or complained) since the recipients were resolved
-      // is not contacted: the pending delivery is cancelled, uncounted.
-      const outcome: DeliveryOutcome =
-        delivery.contact_status === 'Subscribed'
-          ? await deliverSafely(ctx.channel, ctx.prepared, delivery)
-          : { kind: 'cancelled', reason: `the contact is ${delivery.contact_status} now` };
-      if (outcome.kind === 'sent')
-        recorder.add({ id: delivery.id, attempts: delivery.attempts, providerMessageId: outcome.providerMessageId ?? null });
-      else {
-        await recordOther(ctx, delivery, outcome);
-        unrecorded.delete(delivery.id);
+      // A hand-over slot of the process, taken at the last moment before the provider accepts
+      // (the channel calls handOver: an SMTP message waits at its final dot) and held until the
+      // outcome is on disk (see ctx.handOvers). The exchange of the lane's next message overlaps
+      // the record of this one.
+      let release: (() => void) | undefined;
+      const handOver = async () => {
+        release ??= await ctx.handOvers.acquire();
+      };
+      try {
+        // A contact who unsubscribed (or bounced, or complained) since the recipients were resolved
+        // is not contacted: the pending delivery is cancelled, uncounted.
+        const outcome: DeliveryOutcome =
+          delivery.contact_status === 'Subscribed'
+            ? await deliverSafely(ctx.channel, ctx.prepared, delivery, handOver)
+            : { kind: 'cancelled', reason: `the contact is ${delivery.contact_status} now` };
+        if (outcome.kind === 'sent') {
+          await handOver(); // a channel that does not stage: the slot is taken now
+          const slot = release;
+          release = undefined;
+          const recorded = recorder.add({
+            id: delivery.id,
+            attempts: delivery.attempts,
+            providerMessageId: outcome.providerMessageId ?? null,
+          });
+          // A failure to record for good is thrown by room() and drain().
+          recording.push(recorded.finally(() => slot?.()).catch(() => {}));
+        } else {
+          await whileDatabaseAway(() => recordOther(ctx, delivery, outcome));
+          unrecorded.delete(delivery.id);
+        }
+      } finally {
+        release?.();
       }
     }
   };
@@ -111,17 +167,25 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
     await Promise.all(Array.from({ length: Math.min(settings.sendConcurrency, batch.length) }, lane));
   } finally {
     clearInterval(watch);
-    await recorder.drain();
+    try {
+      await Promise.all(recording);
+      await recorder.drain();
+    } finally {
+      letGo();
+    }
   }
   if (ctx.stopping() && end === 'done') end = 'stopped';
   // Claims never handed over: cancelled with their message, or back to the queue for another worker.
-  if (waiting.length > 0) await releaseClaims(db, waiting, end === 'cancelled' ? 'cancelled' : 'queued', ctx.clock());
+  if (waiting.length > 0) {
+    const to = end === 'cancelled' ? 'cancelled' : 'queued';
+    await whileDatabaseAway(() => releaseClaims(db, waiting, to, ctx.clock()), ctx.stopping);
+  }
   return end;
 }
 
-async function deliverSafely(channel: Channel, prepared: unknown, delivery: ClaimedDelivery): Promise<DeliveryOutcome> {
+async function deliverSafely(channel: Channel, prepared: unknown, delivery: ClaimedDelivery, handOver: HandOver): Promise<DeliveryOutcome> {
   try {
-    return await channel.deliver(prepared, delivery);
+    return await channel.deliver(prepared, delivery, handOver);
   } catch (error) {
     return { kind: 'deferred', error: error instanceof Error ? error.message : String(error) };
   }
@@ -187,32 +251,44 @@ async function recordOther(
 }
 
 /**
- * Buffers `sent` outcomes and records them `recordEvery` at a time, one statement each, one
- * statement in flight at a time. `room()` holds the lanes while `2 × recordEvery` are unrecorded,
- * which bounds what a crash can leave accepted but unrecorded.
+ * Records `sent` outcomes by group commit: an outcome is written as soon as no statement is in
+ * flight, and the outcomes that arrive while one is (a few milliseconds' worth) go together in the
+ * next — at most `recordEvery` per statement. An acceptance is thus on disk one round trip after
+ * the provider's `250`, which is what bounds the duplicate window after a crash (docs/sending.md).
+ * `room()` holds the lanes while `2 × recordEvery` are unrecorded.
+ *
+ * While the database is out of reach the outcomes stay here and the statement is tried again
+ * (the lanes pause at `room()`), so an outage neither loses an acceptance nor sends it twice; only
+ * a stopping process gives up.
  */
 class SentRecorder {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #every: number;
   readonly #recorded: (ids: number[]) => void;
+  readonly #giveUp: () => boolean;
   /** This recorder's counter shard (see recordSent). */
   readonly #shard = Math.floor(Math.random() * COUNTER_SHARDS);
   #buffer: SentDelivery[] = [];
+  readonly #waiters = new Map<number, { resolve: () => void; reject: (error: unknown) => void }>();
   #inFlight = 0;
   #flushing: Promise<void> | undefined;
   #failure: unknown;
 
-  constructor(db: Db, clock: Clock, every: number, recorded: (ids: number[]) => void) {
+  constructor(db: Db, clock: Clock, every: number, recorded: (ids: number[]) => void, giveUp: () => boolean) {
     this.#db = db;
     this.#clock = clock;
     this.#every = every;
     this.#recorded = recorded;
+    this.#giveUp = giveUp;
   }
 
-  add(sent: SentDelivery): void {
+  /** Resolves once this outcome is recorded (rejects if recording failed for good). */
+  add(sent: SentDelivery): Promise<void> {
+    const recorded = new Promise<void>((resolve, reject) => this.#waiters.set(sent.id, { resolve, reject }));
     this.#buffer.push(sent);
-    if (this.#buffer.length >= this.#every) this.#flush();
+    this.#flush();
+    return recorded;
   }
 
   async room(): Promise<void> {
@@ -222,29 +298,34 @@ class SentRecorder {
 
   async drain(): Promise<void> {
     while (this.#flushing) await this.#flushing;
-    if (this.#buffer.length > 0) {
-      this.#flush();
-      while (this.#flushing) await this.#flushing;
-    }
     if (this.#failure) throw this.#failure;
   }
 
+  #settle(id: number) {
+    const waiter = this.#waiters.get(id);
+    this.#waiters.delete(id);
+    return waiter;
+  }
+
   #flush(): void {
-    if (this.#flushing || this.#buffer.length === 0) return;
-    const taken = this.#buffer;
-    this.#buffer = [];
+    if (this.#flushing || this.#buffer.length === 0 || this.#failure) return;
+    const taken = this.#buffer.splice(0, this.#every);
     this.#inFlight = taken.length;
-    this.#flushing = recordSent(this.#db, taken, this.#clock(), this.#shard)
+    this.#flushing = whileDatabaseAway(() => recordSent(this.#db, taken, this.#clock(), this.#shard), this.#giveUp)
       .then(
-        () => this.#recorded(taken.map((s) => s.id)),
+        () => {
+          this.#recorded(taken.map((s) => s.id));
+          for (const s of taken) this.#settle(s.id)?.resolve();
+        },
         (error: unknown) => {
           this.#failure ??= error;
+          for (const s of [...taken, ...this.#buffer]) this.#settle(s.id)?.reject(error);
         },
       )
       .finally(() => {
         this.#inFlight = 0;
         this.#flushing = undefined;
-        if (this.#buffer.length >= this.#every && !this.#failure) this.#flush();
+        this.#flush();
       });
   }
 }

@@ -51,6 +51,8 @@ describe('deliveries of a message', () => {
       assert.match(item.provider_message_id, new RegExp(`^<templated_email-${email.id}\\.${item.id}@hopper\\.test>$`));
       assert.ok(item.sent_at !== null);
       assert.equal(item.delivered_at, null);
+      // A sent email waits for nothing Hopper plans; no provider proof.
+      assert.deepEqual([item.waiting_reason, item.next_attempt_at, item.proof_of_delivery_url], [null, null, null]);
     }
   });
 

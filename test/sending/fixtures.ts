@@ -16,6 +16,9 @@ export const DELIVERY: Shape = {
   provider_message_id: 'string|null',
   sent_at: 'timestamp|null',
   delivered_at: 'timestamp|null',
+  waiting_reason: 'string|null',
+  next_attempt_at: 'timestamp|null',
+  proof_of_delivery_url: 'string|null',
   created_at: 'timestamp',
   updated_at: 'timestamp',
 };

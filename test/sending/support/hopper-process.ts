@@ -63,6 +63,25 @@ export function startHopper(env: Record<string, string>): HopperProcess {
   };
 }
 
+/** Waits until the API of the Hopper at `base` (behind a TLS-terminating proxy) reads the templated email as Sent. */
+export async function untilSentThroughApi(
+  base: string,
+  key: string,
+  messageId: number,
+  options: { timeoutMs: number; intervalMs?: number },
+): Promise<void> {
+  await waitFor(
+    'the message to be Sent',
+    async () => {
+      const reply = await fetch(`${base}/v3/templated_emails/${messageId}`, {
+        headers: { authorization: `Bearer ${key}`, 'x-forwarded-proto': 'https' },
+      });
+      return reply.ok && ((await reply.json()) as { status: string }).status === 'Sent';
+    },
+    options,
+  );
+}
+
 /** Kills the process with `signal` and waits until it is gone. */
 export async function stopHopper(process: HopperProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
   if (process.child.exitCode === null && process.child.signalCode === null) process.child.kill(signal);
