@@ -1,114 +1,116 @@
-import { fork } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:https';
+import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:https';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { openDatabase } from '../src/db/database.ts';
-import { openJobQueue } from '../src/db/job-queue.ts';
+import { type Db, openDatabase } from '../src/db/database.ts';
+import type { Database } from '../src/db/schema.ts';
 import { createApiKey } from '../src/identity/api-keys.ts';
-import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
 import { formatTimestamp } from '../src/time.ts';
-import { loadTls } from '../src/tls.ts';
 
 /**
- * `npm run bench:api`: the read and search paths of the voicemail drop API on PostgreSQL, with
- * 1,000,000 drops in a fresh schema (100,000 of them the benchmark user's), measured with
- * autocannon over real HTTPS against a baseline:
+ * `npm run bench:api`: what a user of the API gets, measured from outside (docs/performance.md).
  *
- *   (a) baseline: a bare node:https server answering each request with one primary-key query
- *       through a pg.Pool, writing the same JSON document as Hopper's read;
- *   (a') the same baseline with its query as a named (prepared) statement, for comparison;
- *   (b) Hopper's GET /v3/voicemail_drops/{id} with a Bearer key (random ids of the user's drops);
- *   (c) Hopper's search, page one with two OR-ed filters, the same search over and over (as when
- *       a list is paged through or refreshed: its total is counted once, see CountCache);
- *   (c') the same search with a third filter that differs on every request, so that every total
- *       is counted (no target: for the record).
+ * - Hopper runs as its own process exactly as `npm start` runs it (`node src/main.ts`, ROLE=all,
+ *   default LOG_LEVEL, DATABASE_URL set, its own self-signed certificate);
+ * - the floor runs in a process of its own: bare node:https + pg, one primary-key query, the
+ *   same JSON document as Hopper's read;
+ * - the load (autocannon, 32 connections over HTTPS) runs in a third process.
  *
- * The load generator (autocannon) runs in a child process so it does not share the server's event
- * loop. Targets: b/a ≥ 0.6 in requests per second, search p50 ≤ 20 ms.
+ * For an owner with 10,000 drops and one with 100,000 (and, in full mode, nine more owners of
+ * 100,000 each, 1,010,000 drops in all), it prints: read req/s and its ratio to the floor;
+ * search p50/p99 for page one of `status=Saved&name=<3 letters>` with different letters on every
+ * request; creates/s of drops and of contacts; start-up time on an empty and an existing
+ * DATA_DIR. Then the search on PGlite with 10,000 drops.
  *
- * Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_DURATION
- * (seconds per run, default 10), BENCH_CONNECTIONS (default 10), BENCH_EXPLAIN=1 (print the plans
- * of the search's two statements), BENCH_RUNS (comma list of a,a2,b,c,c2 to run a subset), BENCH_KEEP=1 (keep the schema, to study it with psql).
+ * Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres; a fresh schema
+ * is made in it and dropped after), BENCH_QUICK=1 (no other owners, 5 s runs: a few minutes),
+ * BENCH_DURATION (seconds per run; 10, or 5 when quick), BENCH_CONNECTIONS (32),
+ * BENCH_EXPLAIN=1 (print the search's plans), BENCH_KEEP=1 (keep the schema).
  */
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const DURATION = Number(process.env.BENCH_DURATION ?? 10);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
+const QUICK = process.env.BENCH_QUICK === '1';
+const DURATION = Number(process.env.BENCH_DURATION ?? (QUICK ? 5 : 10));
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const WARM_UP = 2;
-const TOTAL_DROPS = 1_000_000;
-const USERS = 10; // the benchmark user and nine others, 100,000 drops each
-const SEARCH_QUERY = 'status=Scheduled&name=house';
+const SIZES = [10_000, 100_000];
+const PUBLIC_URL = 'https://localhost:8443';
+const OTHER_OWNERS = QUICK ? 0 : 9;
+
+interface LoadJob {
+  base: string;
+  method: 'GET' | 'POST';
+  /** Paths drawn at random; `{letters}` becomes three random letters on every request. */
+  paths: string[];
+  /** A POST body; `{n}` becomes a number unique to the request. */
+  body?: string;
+  headers: Record<string, string>;
+  duration: number;
+  connections: number;
+}
 
 interface LoadResult {
-  label: string;
-  /** CPU per request, in microseconds: this process (the servers) and every PostgreSQL process. */
-  cpu?: { server: number; postgres: number };
   requestsPerSecond: number;
   p50: number;
   p99: number;
   total: number;
-  non2xx: number;
-  errors: number;
+  bad: number;
 }
 
-interface LoadJob {
-  label: string;
-  base: string;
-  paths: string[];
-  headers: Record<string, string>;
-  duration: number;
-}
+// ── Child processes: the load and the floor ────────────────────────────────────────────────────
 
-// ---------------------------------------------------------------------------------------------
-// The child process: autocannon, away from the servers' event loop.
+if (process.argv[2] === '--load') {
+  process.once('message', async (job: LoadJob) => {
+    process.send?.(await runLoad(job));
+    process.disconnect();
+  });
+} else if (process.argv[2] === '--floor') {
+  await runFloor();
+} else {
+  await main();
+}
 
 async function runLoad(job: LoadJob): Promise<LoadResult> {
   // @ts-expect-error autocannon ships no type declarations
   const { default: autocannon } = await import('autocannon');
+  const letters = 'abcdefghijklmnopqrstuvwxyz';
+  const pick = () => letters[Math.floor(Math.random() * letters.length)];
+  let n = 0;
+  const prefix = randomBytes(4).toString('hex');
   const result = await autocannon({
     url: job.base,
-    connections: CONNECTIONS,
+    connections: job.connections,
     duration: job.duration,
-    headers: job.headers,
     requests: [
       {
-        method: 'GET',
-        setupRequest: (request: { path: string }) => {
-          request.path = job.paths[Math.floor(Math.random() * job.paths.length)] as string;
+        method: job.method,
+        headers: { ...job.headers, ...(job.body ? { 'content-type': 'application/json' } : {}) },
+        setupRequest: (request: { path: string; body?: string }) => {
+          const path = job.paths[Math.floor(Math.random() * job.paths.length)] as string;
+          request.path = path.replace('{letters}', () => `${pick()}${pick()}${pick()}`);
+          if (job.body) request.body = job.body.replaceAll('{n}', `${prefix}${n++}`);
           return request;
         },
       },
     ],
   });
   return {
-    label: job.label,
     requestsPerSecond: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     total: result.requests.total,
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
+    bad: result.non2xx + result.errors + result.timeouts,
   };
 }
 
-if (process.argv[2] === '--load') {
-  process.on('message', async (job: LoadJob) => {
-    process.send?.(await runLoad(job));
-    process.disconnect();
-  });
-} else {
-  await main();
-}
-
-/** Runs one autocannon job in a fresh child process. */
 function load(job: LoadJob): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     const child = fork(import.meta.filename, ['--load'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -121,204 +123,24 @@ function load(job: LoadJob): Promise<LoadResult> {
   });
 }
 
-async function measure(job: Omit<LoadJob, 'duration'>): Promise<LoadResult> {
-  await load({ ...job, duration: WARM_UP });
-  const server = process.cpuUsage();
-  const postgres = await postgresCpu();
-  const result = await load({ ...job, duration: DURATION });
-  const serverUs = process.cpuUsage(server);
-  const postgresUs = cpuSince(postgres, await postgresCpu());
-  result.cpu = { server: (serverUs.user + serverUs.system) / result.total, postgres: postgresUs / result.total };
-  if (result.non2xx > 0 || result.errors > 0) {
-    throw new Error(`${job.label}: ${result.non2xx} non-2xx responses and ${result.errors} errors`);
-  }
+async function measure(label: string, job: Omit<LoadJob, 'duration' | 'connections'>, connections = CONNECTIONS): Promise<LoadResult> {
+  const path = (job.paths[0] as string).replace('{letters}', 'abc');
+  const body = job.body?.replaceAll('{n}', 'check');
+  const first = await fetchInsecure(`${job.base}${path}`, job.headers, job.method, body);
+  if (first.status >= 300) throw new Error(`${label}: ${job.method} ${path} answered ${first.status} ${first.body}`);
+  await load({ ...job, duration: WARM_UP, connections });
+  const result = await load({ ...job, duration: DURATION, connections });
+  if (result.bad > 0) throw new Error(`${label}: ${result.bad} failed requests of ${result.total}`);
   return result;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The parent: database, seed, servers, runs, report.
-
-async function main(): Promise<void> {
-  const started = Date.now();
-  const schema = `bench_${randomBytes(4).toString('hex')}`;
-  const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-'));
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL,
-    DATABASE_SCHEMA: schema,
-    DATA_DIR: dataDir,
-    HOST: '127.0.0.1',
-    PORT: '0',
-    PUBLIC_URL: 'https://localhost:8443',
-    LOG_LEVEL: 'silent',
-    ROLE: 'api',
-  });
-  const database = await openDatabase(config);
-  const queue = await openJobQueue(database, config);
-  const servers: { close(): Promise<unknown> }[] = [];
-  let pool: pg.Pool | undefined;
-  try {
-    await bootstrapAdministrator(database.db, config);
-    const seeded = await seed(database.db);
-    console.log(`seeded ${TOTAL_DROPS.toLocaleString('en-US')} drops in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-
-    const tls = await loadTls(config);
-    const app = await buildApp(config, { database, queue, https: { key: tls.key, cert: tls.cert } });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    servers.push(app);
-    const hopperBase = `https://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-
-    pool = new pg.Pool({ connectionString: DATABASE_URL, max: 20, options: `-c search_path=${schema}` });
-    const baseline = await startBaseline(pool, tls, config.publicUrl);
-    servers.push({ close: () => new Promise((resolve) => baseline.close(resolve)) });
-    const baselineBase = `https://127.0.0.1:${(baseline.address() as { port: number }).port}`;
-
-    const headers = { authorization: `Bearer ${seeded.key}` };
-    const readPaths = seeded.sampleIds.map((id) => `/v3/voicemail_drops/${id}`);
-    const searchPath = `/v3/users/${seeded.userId}/voicemail_drops?${SEARCH_QUERY}`;
-    await sanityCheck(hopperBase, baselineBase, headers, readPaths[0] as string, searchPath);
-    if (process.env.BENCH_EXPLAIN === '1') await explainSearch(database.db, seeded.userId);
-
-    const runs = new Set((process.env.BENCH_RUNS ?? 'a,a2,b,c,c2').split(','));
-    const skipped = (label: string): LoadResult => ({
-      label,
-      requestsPerSecond: Number.NaN,
-      p50: Number.NaN,
-      p99: Number.NaN,
-      total: 0,
-      non2xx: 0,
-      errors: 0,
-    });
-    const run = (key: string, label: string, base: string, paths: string[]) =>
-      runs.has(key) ? measure({ label, base, paths, headers }) : Promise.resolve(skipped(label));
-    const a = await run('a', '(a) baseline https + pg', baselineBase, readPaths);
-    const a2 = await run(
-      'a2',
-      "(a') baseline, prepared",
-      baselineBase,
-      readPaths.map((path) => `/prepared${path}`),
-    );
-    const b = await run('b', '(b) Hopper read', hopperBase, readPaths);
-    const c = await run('c', '(c) Hopper search', hopperBase, [searchPath]);
-    // Every request a filter set of its own: no total can be reused, each is counted.
-    const uncounted = Array.from({ length: 5000 }, (_, i) => `${searchPath}&description=spring-${i}`);
-    const c2 = await run('c2', "(c') search, new filters", hopperBase, uncounted);
-    report([a, a2, b, c, c2], seeded.searchTotal);
-    console.log(`total time ${((Date.now() - started) / 1000).toFixed(0)} s`);
-  } finally {
-    for (const server of servers.reverse()) await server.close();
-    await pool?.end();
-    await queue.stop();
-    await database.close();
-    if (process.env.BENCH_KEEP === '1') console.log(`kept schema ${schema} (BENCH_KEEP=1)`);
-    else await dropSchemas([schema, `${schema}_pgboss`]);
-    await rm(dataDir, { recursive: true, force: true });
-  }
-}
-
-interface Seeded {
-  userId: number;
-  key: string;
-  sampleIds: number[];
-  searchTotal: number;
-}
-
-/**
- * Users, one audio media item each, and 1,000,000 drops dealt round-robin to the users (so each
- * user's rows are spread over the table, as they are in life). Of each user's drops about 70% are
- * Sent, 15% Saved, 5% Scheduled, the rest Failed or Cancelled; 10% are named "…house…". The
- * benchmark user's Sent drops have counters (two shards each).
- */
-async function seed(db: Awaited<ReturnType<typeof openDatabase>>['db']): Promise<Seeded> {
-  const team = await db.insertInto('teams').values({ name: 'Bench' }).returning('id').executeTakeFirstOrThrow();
-  const userIds: number[] = [];
-  for (let i = 0; i < USERS; i++) {
-    const user = await db
-      .insertInto('users')
-      .values({
-        team_id: team.id,
-        first_name: 'Bench',
-        last_name: `User ${i}`,
-        email: `bench-${i}@example.com`,
-        roles: sql`ARRAY['User']::text[]` as never,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    userIds.push(user.id);
-    await db
-      .insertInto('media')
-      .values({
-        user_id: user.id,
-        name: 'open-house',
-        file_name: 'open-house.mp3',
-        collection_name: 'audio',
-        mime_type: 'audio/mpeg',
-        size: 664_755,
-        duration_seconds: 41.5,
-        token: randomBytes(24).toString('base64url'),
-        storage_key: `bench/${user.id}.mp3`,
-      })
-      .execute();
-  }
-  const userId = userIds[0] as number;
-  const users = sql.raw(`ARRAY[${userIds.join(',')}]::bigint[]`);
-  // One statement of a million rows: the per-row trigger that versions each user's drops would
-  // rewrite its ten counters a million times. The versions start at 0 either way.
-  await sql`ALTER TABLE voicemail_drops DISABLE TRIGGER voicemail_drops_version`.execute(db);
-  // Drop g goes to users[(g - 1) % USERS] (round-robin), with that user's only media item.
-  await sql`
-    INSERT INTO voicemail_drops
-      (user_id, provider, media_id, callback_number, name, description, status, reason, send_type,
-       send_at, sending_at, sent_at, recipients, created_at, updated_at)
-    SELECT u.id, 'Sandbox', m.id, '7272329117',
-           CASE WHEN n % 10 = 3 THEN 'Open house follow-up ' || n
-                WHEN n % 10 = 5 THEN 'Price drop ' || n
-                ELSE 'Market update ' || n END,
-           CASE WHEN n % 4 = 0 THEN 'Spring list' END,
-           s.status,
-           CASE WHEN s.status = 'Failed' THEN 'No recipients' END,
-           CASE WHEN s.status = 'Saved' THEN 'Now' ELSE 'Future' END,
-           CASE WHEN s.status <> 'Saved' THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed', 'Cancelled') THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed') THEN t.at + interval '1 hour 5 minutes' END,
-           '[{"group": "Tags", "label": "Sphere", "value": 1}]'::jsonb,
-           t.at, t.at
-    FROM generate_series(1, ${TOTAL_DROPS}) AS g
-    -- n numbers a user's own drops 1, 2, 3…: the mix below is the same for every user.
-    CROSS JOIN LATERAL (SELECT (g - 1) / ${USERS} + 1 AS n) AS k
-    CROSS JOIN LATERAL (SELECT (${users})[1 + (g - 1) % ${USERS}] AS id) AS u
-    CROSS JOIN LATERAL (SELECT id FROM media WHERE media.user_id = u.id) AS m
-    CROSS JOIN LATERAL (SELECT CASE
-        WHEN n % 100 < 70 THEN 'Sent' WHEN n % 100 < 85 THEN 'Saved' WHEN n % 100 < 90 THEN 'Scheduled'
-        WHEN n % 100 < 95 THEN 'Failed' ELSE 'Cancelled' END AS status) AS s
-    CROSS JOIN LATERAL (SELECT timestamptz '2025-01-01' + g * interval '30 seconds' AS at) AS t
-    ORDER BY g
-  `.execute(db);
-  await sql`ALTER TABLE voicemail_drops ENABLE TRIGGER voicemail_drops_version`.execute(db);
-  // Counters of the benchmark user's sent drops: two shards each.
-  await sql`
-    INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent, delivered, failed)
-    SELECT 'voicemail_drop', d.id, shard, d.user_id, 5, 4, shard
-    FROM voicemail_drops d CROSS JOIN generate_series(0, 1) AS shard
-    WHERE d.user_id = ${userId} AND d.status = 'Sent'
-  `.execute(db);
-  await sql`VACUUM ANALYZE voicemail_drops`.execute(db);
-  await sql`VACUUM ANALYZE message_counters`.execute(db);
-
-  const { key } = await createApiKey(db, userId, 'bench');
-  const sample = await sql<{ id: number }>`
-    SELECT id FROM voicemail_drops WHERE user_id = ${userId} ORDER BY random() LIMIT 2000`.execute(db);
-  const total = await sql<{ n: string }>`
-    SELECT count(*) AS n FROM voicemail_drops
-    WHERE user_id = ${userId} AND deleted_at IS NULL AND (status = 'Scheduled' OR name ILIKE '%house%')`.execute(db);
-  return { userId, key, sampleIds: sample.rows.map((r) => Number(r.id)), searchTotal: Number(total.rows[0]?.n) };
-}
-
-/**
- * The baseline: the least a server can do to answer the read — TLS, one query by primary key
- * (the drop, its media item and its summed counters), the same JSON document.
- */
-async function startBaseline(pool: pg.Pool, tls: { key: string; cert: string }, publicUrl: string): Promise<Server> {
+/** The floor: TLS, one query by primary key (the drop, its media, its summed counters), the same JSON. */
+async function runFloor(): Promise<void> {
+  const FLOOR_SCHEMA = process.env.FLOOR_SCHEMA ?? 'public';
+  const FLOOR_CERT_DIR = process.env.FLOOR_CERT_DIR ?? '.';
+  const FLOOR_PUBLIC_URL = process.env.FLOOR_PUBLIC_URL ?? 'https://localhost:8443';
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 20, options: `-c search_path=${FLOOR_SCHEMA}` });
+  const [key, cert] = await Promise.all([readFile(join(FLOOR_CERT_DIR, 'key.pem')), readFile(join(FLOOR_CERT_DIR, 'cert.pem'))]);
   const sums = COUNTERS.map((name) => `sum(c.${name}) AS c_${name}`).join(', ');
   const text = `
     SELECT d.*, m.id AS m_id, m.name AS m_name, m.file_name AS m_file_name, m.collection_name AS m_collection_name,
@@ -329,10 +151,9 @@ async function startBaseline(pool: pg.Pool, tls: { key: string; cert: string }, 
     LEFT JOIN LATERAL (SELECT ${sums} FROM message_counters c
                        WHERE c.message_kind = 'voicemail_drop' AND c.message_id = d.id) r ON true
     WHERE d.id = $1 AND d.deleted_at IS NULL`;
-  const server = createServer({ key: tls.key, cert: tls.cert }, async (request, response) => {
-    // /prepared/v3/…: the same query as a named (prepared) statement.
-    const [, prepared, id] = /^(\/prepared)?\/v3\/voicemail_drops\/(\d+)$/.exec(request.url ?? '') ?? [];
-    const { rows } = await (prepared ? pool.query({ name: 'read-drop', text, values: [Number(id)] }) : pool.query(text, [Number(id)]));
+  const server = createServer({ key, cert }, async (request, response) => {
+    const id = /^\/v3\/voicemail_drops\/(\d+)$/.exec(request.url ?? '')?.[1];
+    const { rows } = await pool.query(text, [Number(id)]);
     const row = rows[0];
     if (!row) {
       response.writeHead(404).end();
@@ -366,8 +187,8 @@ async function startBaseline(pool: pg.Pool, tls: { key: string; cert: string }, 
         mime_type: row.m_mime_type,
         size: Number(row.m_size),
         readable_size: readableSize(Number(row.m_size)),
-        full_url: publicFileUrl(publicUrl, { token: row.m_token, file_name: row.m_file_name }),
-        download_url: `${publicUrl}/v3/media/${row.m_id}/download`,
+        full_url: publicFileUrl(FLOOR_PUBLIC_URL, { token: row.m_token, file_name: row.m_file_name }),
+        download_url: `${FLOOR_PUBLIC_URL}/v3/media/${row.m_id}/download`,
         created_at: formatTimestamp(row.m_created_at),
         updated_at: formatTimestamp(row.m_updated_at),
         deleted_at: formatTimestamp(row.m_deleted_at),
@@ -375,32 +196,325 @@ async function startBaseline(pool: pg.Pool, tls: { key: string; cert: string }, 
     });
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) }).end(body);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return server;
+  server.listen(0, '127.0.0.1', () => process.send?.((server.address() as { port: number }).port));
+  process.once('SIGTERM', () => {
+    server.close();
+    void pool.end().then(() => process.exit(0));
+  });
 }
 
-/** Both servers answer, with the same document; the search finds what the seed put there. */
-async function sanityCheck(hopper: string, baseline: string, headers: Record<string, string>, readPath: string, searchPath: string) {
-  const get = async (base: string, path: string) => {
-    const response = await fetchInsecure(`${base}${path}`, headers);
-    if (response.status !== 200) throw new Error(`GET ${base}${path}: ${response.status} ${response.body}`);
+// ── The service, started as `npm start` starts it ─────────────────────────────────────────────
+
+interface Service {
+  child: ChildProcess;
+  base: string;
+  /** Milliseconds from spawning the process to its first 200 on /health. */
+  startMs: number;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function startService(env: Record<string, string | undefined>): Promise<Service> {
+  const port = await freePort();
+  // Its log goes to a file, as it would to a journal or a container's log.
+  const log = await open(join(tmpdir(), `hopper-bench-${port}.log`), 'w');
+  const started = performance.now();
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    cwd: join(import.meta.dirname, '..'),
+    // RATE_LIMIT at its maximum: the default (600 a minute per key) would hold the one key the load
+    // uses to 10 requests a second. Counting every request is still paid.
+    env: { ...process.env, LOG_LEVEL: undefined, ROLE: 'all', HOST: '127.0.0.1', PORT: String(port), RATE_LIMIT: '10000000', ...env },
+    stdio: ['ignore', log.fd, 'inherit'],
+  });
+  await log.close();
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const base = `https://127.0.0.1:${port}`;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode}`);
+    const ok = await fetchInsecure(`${base}/health`, {}).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (ok) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const startMs = performance.now() - started;
+  return {
+    child,
+    base,
+    startMs,
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+// ── Seed: SQL, not the API ─────────────────────────────────────────────────────────────────────
+
+interface Owner {
+  userId: number;
+  key: string;
+  mediaId: number;
+  drops: number;
+  sampleIds: number[];
+}
+
+/**
+ * An owner, one audio media item and `drops` drops: about 70% Sent, 15% Saved, 5% Scheduled, the
+ * rest Failed or Cancelled; names "Open house follow-up n", "Price drop n", "Market update n".
+ * Owners' rows are inserted one owner after another (each owner's rows are then close together on
+ * disk; the search's cost is the index's either way).
+ */
+async function seedOwner(db: Db, label: string, drops: number): Promise<Owner> {
+  const user = await db
+    .insertInto('users')
+    .values({ first_name: 'Bench', last_name: label, email: `${label}@bench.example`, roles: sql`ARRAY['User']::text[]` as never })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const media = await db
+    .insertInto('media')
+    .values({
+      user_id: user.id,
+      name: 'open-house',
+      file_name: 'open-house.mp3',
+      collection_name: 'audio',
+      mime_type: 'audio/mpeg',
+      size: 664_755,
+      duration_seconds: 41.5,
+      token: randomBytes(24).toString('base64url'),
+      storage_key: `bench/${user.id}.mp3`,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await sql`
+    INSERT INTO voicemail_drops
+      (user_id, provider, media_id, callback_number, name, description, status, reason, send_type,
+       send_at, sending_at, sent_at, recipients, created_at, updated_at)
+    SELECT ${user.id}, 'Sandbox', ${media.id}, '7272329117',
+           CASE WHEN n % 10 = 3 THEN 'Open house follow-up ' || n
+                WHEN n % 10 = 5 THEN 'Price drop ' || n
+                ELSE 'Market update ' || n END,
+           CASE WHEN n % 4 = 0 THEN 'Spring list' END,
+           s.status,
+           CASE WHEN s.status = 'Failed' THEN 'No recipients' END,
+           CASE WHEN s.status = 'Saved' THEN 'Now' ELSE 'Future' END,
+           CASE WHEN s.status <> 'Saved' THEN t.at + interval '1 hour' END,
+           CASE WHEN s.status IN ('Sent', 'Failed', 'Cancelled') THEN t.at + interval '1 hour' END,
+           CASE WHEN s.status IN ('Sent', 'Failed') THEN t.at + interval '1 hour 5 minutes' END,
+           '[{"group": "Tags", "label": "Sphere", "value": 1}]'::jsonb,
+           t.at, t.at
+    FROM generate_series(1, ${drops}) AS n
+    CROSS JOIN LATERAL (SELECT CASE
+        WHEN n % 100 < 70 THEN 'Sent' WHEN n % 100 < 85 THEN 'Saved' WHEN n % 100 < 90 THEN 'Scheduled'
+        WHEN n % 100 < 95 THEN 'Failed' ELSE 'Cancelled' END AS status) AS s
+    CROSS JOIN LATERAL (SELECT timestamptz '2025-01-01' + n * interval '30 seconds' AS at) AS t
+  `.execute(db);
+  await sql`
+    INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent, delivered, failed)
+    SELECT 'voicemail_drop', d.id, shard, d.user_id, 5, 4, shard
+    FROM voicemail_drops d CROSS JOIN generate_series(0, 1) AS shard
+    WHERE d.user_id = ${user.id} AND d.status = 'Sent'
+  `.execute(db);
+  const { key } = await createApiKey(db, user.id, 'bench');
+  const sample = await sql<{ id: string }>`
+    SELECT id FROM voicemail_drops WHERE user_id = ${user.id} ORDER BY random() LIMIT 2000`.execute(db);
+  return { userId: Number(user.id), key, mediaId: Number(media.id), drops, sampleIds: sample.rows.map((r) => Number(r.id)) };
+}
+
+async function seedAll(db: Db, sizes: number[], others: number): Promise<Owner[]> {
+  const started = performance.now();
+  const owners: Owner[] = [];
+  // One statement per owner: the per-row trigger that versions each owner's drops would rewrite
+  // its counter once per row, and a GIN index is built faster whole than row by row.
+  await sql`ALTER TABLE voicemail_drops DISABLE TRIGGER voicemail_drops_version`.execute(db);
+  const index = await sql<{ def: string }>`
+    SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index WHERE indexrelid = 'voicemail_drops_text_search_idx'::regclass`.execute(db);
+  await sql`DROP INDEX voicemail_drops_text_search_idx`.execute(db);
+  for (const size of sizes) owners.push(await seedOwner(db, `owner-${size}`, size));
+  for (let i = 0; i < others; i++) await seedOwner(db, `other-${i}`, 100_000);
+  await sql.raw(index.rows[0]?.def as string).execute(db);
+  await sql`ALTER TABLE voicemail_drops ENABLE TRIGGER voicemail_drops_version`.execute(db);
+  await sql`VACUUM ANALYZE voicemail_drops`.execute(db);
+  await sql`VACUUM ANALYZE message_counters`.execute(db);
+  const all = sizes.reduce((a, b) => a + b, 0) + others * 100_000;
+  console.log(`seeded ${all.toLocaleString('en-US')} drops in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return owners;
+}
+
+// ── The runs ───────────────────────────────────────────────────────────────────────────────────
+
+interface OwnerFigures {
+  drops: number;
+  floor: LoadResult;
+  read: LoadResult;
+  search: LoadResult;
+  searchOne: LoadResult;
+  createDrops: LoadResult;
+  createContacts: LoadResult;
+}
+
+async function runOwner(service: Service, floorBase: string, owner: Owner): Promise<OwnerFigures> {
+  const headers = { authorization: `Bearer ${owner.key}` };
+  const readPaths = owner.sampleIds.map((id) => `/v3/voicemail_drops/${id}`);
+  await sanityCheck(service.base, floorBase, headers, readPaths[0] as string);
+  const searchPath = `/v3/users/${owner.userId}/voicemail_drops?status=Saved&name={letters}`;
+  const search = { base: service.base, method: 'GET' as const, paths: [searchPath], headers };
+  const floor = await measure('floor', { base: floorBase, method: 'GET', paths: readPaths, headers });
+  const read = await measure('read', { base: service.base, method: 'GET', paths: readPaths, headers });
+  const searchAll = await measure('search', search);
+  const searchOne = await measure('search, one at a time', search, 1);
+  const createDrops = await measure('create drops', {
+    base: service.base,
+    method: 'POST',
+    paths: [`/v3/users/${owner.userId}/voicemail_drops`],
+    headers,
+    body: JSON.stringify({ provider: 'Sandbox', media_id: owner.mediaId, callback_number: '7272329117', name: 'Bench {n}' }),
+  });
+  const createContacts = await measure('create contacts', {
+    base: service.base,
+    method: 'POST',
+    paths: [`/v3/users/${owner.userId}/contacts`],
+    headers,
+    body: JSON.stringify({ first_name: 'Bench', last_name: 'Contact {n}', email: 'c{n}@bench.example', phone: '7272329117' }),
+  });
+  return { drops: owner.drops, floor, read, search: searchAll, searchOne, createDrops, createContacts };
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-'));
+  const env = { DATABASE_URL, DATABASE_SCHEMA: schema, DATA_DIR: dataDir, PUBLIC_URL };
+  let service: Service | undefined;
+  let floor: ChildProcess | undefined;
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: DATABASE_URL, max: 4, options: `-c search_path=${schema}` }) }),
+  });
+  try {
+    // Start-up: an empty DATA_DIR (and schema), then the same again.
+    const empty = await startService(env);
+    await empty.stop();
+    service = await startService(env);
+    const existingMs = service.startMs;
+    await service.stop();
+
+    const owners = await seedAll(db, SIZES, OTHER_OWNERS);
+    if (process.env.BENCH_EXPLAIN === '1') await explainSearch(db, owners);
+    service = await startService(env);
+    const seededMs = service.startMs;
+
+    floor = fork(import.meta.filename, ['--floor'], {
+      env: { ...process.env, FLOOR_SCHEMA: schema, FLOOR_CERT_DIR: join(dataDir, 'tls'), FLOOR_PUBLIC_URL: PUBLIC_URL },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const floorPort = await new Promise<number>((resolve) => floor?.once('message', (port) => resolve(port as number)));
+    const floorBase = `https://127.0.0.1:${floorPort}`;
+
+    const figures: OwnerFigures[] = [];
+    for (const owner of owners) figures.push(await runOwner(service, floorBase, owner));
+    await service.stop();
+    // What the default request logging costs: the same read with LOG_LEVEL=silent.
+    // The same read at the default level and silent, each on a service started for it, one after
+    // the other (not against the first run above, which pays the process's warm-up).
+    const owner = owners[0] as Owner;
+    const readAt = async (level: string | undefined) => {
+      service = await startService({ ...env, LOG_LEVEL: level });
+      const result = await measure(`read, LOG_LEVEL=${level ?? 'default'}`, {
+        base: service.base,
+        method: 'GET',
+        paths: owner.sampleIds.map((id) => `/v3/voicemail_drops/${id}`),
+        headers: { authorization: `Bearer ${owner.key}` },
+      });
+      await service.stop();
+      service = undefined;
+      return result.requestsPerSecond;
+    };
+    const logged = await readAt(undefined);
+    const silent = await readAt('silent');
+    const logCost = 1 - logged / silent;
+
+    const pglite = await pgliteSearch();
+    report(figures, { empty: empty.startMs, existing: existingMs, seeded: seededMs }, pglite);
+    console.log(
+      `\nlogging: read ${logged.toFixed(0)} req/s at the default LOG_LEVEL, ${silent.toFixed(0)} silent: costs ${(logCost * 100).toFixed(0)}% (≤ 10%: ${logCost <= 0.1 ? 'PASS' : 'MISS'})`,
+    );
+    console.log(`total time ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  } finally {
+    await service?.stop();
+    floor?.kill('SIGTERM');
+    await db.destroy();
+    if (process.env.BENCH_KEEP === '1') console.log(`kept schema ${schema} (BENCH_KEEP=1)`);
+    else await dropSchemas([schema, `${schema}_pgboss`]);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Search on PGlite (no DATABASE_URL), 10,000 drops: seeded through PGlite before the service takes the directory. */
+async function pgliteSearch(): Promise<{ search: LoadResult; searchOne: LoadResult; empty: number; existing: number }> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-pglite-'));
+  try {
+    const env = { DATABASE_URL: undefined, DATABASE_SCHEMA: undefined, DATA_DIR: dataDir, PUBLIC_URL };
+    const first = await startService(env);
+    await first.stop();
+    const config = loadConfig({ ...process.env, DATABASE_URL: undefined, DATABASE_SCHEMA: undefined, DATA_DIR: dataDir });
+    const database = await openDatabase(config);
+    let owner: Owner;
+    try {
+      [owner] = (await seedAll(database.db, [10_000], 0)) as [Owner];
+    } finally {
+      await database.close();
+    }
+    const service = await startService(env);
+    try {
+      const headers = { authorization: `Bearer ${owner.key}` };
+      const job = {
+        base: service.base,
+        method: 'GET' as const,
+        paths: [`/v3/users/${owner.userId}/voicemail_drops?status=Saved&name={letters}`],
+        headers,
+      };
+      const search = await measure('PGlite search', job);
+      const searchOne = await measure('PGlite search, one at a time', job, 1);
+      return { search, searchOne, empty: first.startMs, existing: service.startMs };
+    } finally {
+      await service.stop();
+    }
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Both servers answer with the same document. */
+async function sanityCheck(hopper: string, floor: string, headers: Record<string, string>, readPath: string) {
+  const get = async (base: string) => {
+    const response = await fetchInsecure(`${base}${readPath}`, headers);
+    if (response.status !== 200) throw new Error(`GET ${base}${readPath}: ${response.status} ${response.body}`);
     return JSON.parse(response.body);
   };
-  const [fromHopper, fromBaseline] = await Promise.all([get(hopper, readPath), get(baseline, readPath)]);
-  if (!isDeepStrictEqual(fromHopper, fromBaseline)) {
-    throw new Error(`the baseline's document differs from Hopper's:\n${JSON.stringify(fromHopper)}\n${JSON.stringify(fromBaseline)}`);
+  const [fromHopper, fromFloor] = await Promise.all([get(hopper), get(floor)]);
+  if (!isDeepStrictEqual(fromHopper, fromFloor)) {
+    throw new Error(`the floor's document differs from Hopper's:\n${JSON.stringify(fromHopper)}\n${JSON.stringify(fromFloor)}`);
   }
-  const search = await get(hopper, searchPath);
-  console.log(
-    `search ${searchPath.split('?')[1]}: ${search.meta.total} of the user's 100,000 drops match, ${search.data.length} on page one`,
-  );
 }
 
-/** One HTTPS GET that accepts the self-signed certificate. */
-async function fetchInsecure(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+async function fetchInsecure(
+  url: string,
+  headers: Record<string, string>,
+  method = 'GET',
+  body?: string,
+): Promise<{ status: number; body: string }> {
   const { request } = await import('node:https');
   return new Promise((resolve, reject) => {
-    const req = request(url, { headers, rejectUnauthorized: false }, (response) => {
+    const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
+    const req = request(url, { method, headers: allHeaders, rejectUnauthorized: false, agent: false }, (response) => {
       let body = '';
       response.setEncoding('utf8');
       response.on('data', (chunk) => {
@@ -409,73 +523,83 @@ async function fetchInsecure(url: string, headers: Record<string, string>): Prom
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
-async function explainSearch(db: Awaited<ReturnType<typeof openDatabase>>['db'], userId: number) {
-  const { selectDrops } = await import('../src/voicemail/drops.ts');
-  const base = selectDrops(db)
-    .where('msg.user_id', '=', userId)
-    .where((eb: any) => eb.or([eb('msg.status', '=', 'Scheduled'), sql`msg.name ILIKE ${'%house%'}`]));
-  for (const [label, query] of [
-    ['page', base.orderBy('msg.id').limit(15)],
-    ['count', base.clearSelect().select(sql`count(*)`.as('n'))],
-  ] as const) {
-    const compiled = query.compile();
-    const plan = await sql<{
-      'QUERY PLAN': string;
-    }>`EXPLAIN (ANALYZE, BUFFERS) ${sql.raw(inline(compiled.sql, compiled.parameters))}`.execute(db);
-    console.log(`\n-- ${label}\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}`);
-  }
-}
-
-function inline(text: string, parameters: readonly unknown[]): string {
-  return text.replace(/\$(\d+)/g, (_, n) => {
-    const value = parameters[Number(n) - 1];
-    return typeof value === 'number' ? String(value) : `'${String(value).replaceAll("'", "''")}'`;
-  });
-}
-
-function report(results: LoadResult[], searchTotal: number) {
-  console.log('');
-  const columns = ['req/s', 'p50 ms', 'p99 ms', 'requests', 'node µs/req', 'pg µs/req'];
-  console.log(`${'run'.padEnd(28)}${columns.map((c) => c.padStart(12)).join('')}`);
-  for (const r of results) {
-    const values = [r.requestsPerSecond.toFixed(0), r.p50.toFixed(1), r.p99.toFixed(1), String(r.total)];
-    values.push(r.cpu ? r.cpu.server.toFixed(0) : '-', r.cpu ? r.cpu.postgres.toFixed(0) : '-');
-    console.log(`${r.label.padEnd(28)}${values.map((v) => v.padStart(12)).join('')}`);
-  }
-  const [a, a2, b, c, c2] = results as [LoadResult, LoadResult, LoadResult, LoadResult, LoadResult];
-  const ratio = b.requestsPerSecond / a.requestsPerSecond;
-  console.log('');
-  console.log(`read b/a = ${ratio.toFixed(2)} (target ≥ 0.6): ${ratio >= 0.6 ? 'PASS' : 'MISS'}`);
-  console.log(`   (b/a' = ${(b.requestsPerSecond / a2.requestsPerSecond).toFixed(2)} against a baseline that prepares its statement)`);
-  console.log(`search p50 = ${c.p50.toFixed(1)} ms over ${searchTotal} matches (target ≤ 20 ms): ${c.p50 <= 20 ? 'PASS' : 'MISS'}`);
-  console.log(`   (p50 = ${c2.p50.toFixed(1)} ms when every request has new filters, so each total is counted)`);
-  console.log(`(${CONNECTIONS} connections, ${DURATION} s per run after ${WARM_UP} s of warm-up; autocannon in a child process)`);
-}
-
-/** CPU time of every PostgreSQL process, in microseconds by pid, from /proc (100 ticks a second). */
-async function postgresCpu(): Promise<Map<number, number>> {
-  const usage = new Map<number, number>();
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if ((await readFile(`/proc/${entry}/comm`, 'utf8')).trim() !== 'postgres') continue;
-      const fields = (await readFile(`/proc/${entry}/stat`, 'utf8')).replace(/^.*\) /, '').split(' ');
-      usage.set(Number(entry), (Number(fields[11]) + Number(fields[12])) * 10_000);
-    } catch {
-      // The process ended meanwhile.
+/** The plans of the search's statements for three letters, on each owner (docs/performance.md). */
+async function explainSearch(db: Db, owners: Owner[]) {
+  for (const owner of owners) {
+    for (const [label, text] of [
+      [
+        'page',
+        `SELECT id FROM voicemail_drops msg WHERE user_id = ${owner.userId} AND deleted_at IS NULL
+         AND (status = 'Saved' OR name ILIKE '%ous%') ORDER BY id LIMIT 15`,
+      ],
+      [
+        'count, first part (status, cached while the drops are unchanged)',
+        `SELECT count(*) FROM voicemail_drops msg WHERE user_id = ${owner.userId} AND deleted_at IS NULL AND status = 'Saved'`,
+      ],
+      [
+        'count, second part (the text filter, minus the first part)',
+        `SELECT count(*) FROM voicemail_drops msg WHERE user_id = ${owner.userId} AND deleted_at IS NULL
+         AND name ILIKE '%ous%' AND (status = 'Saved') IS NOT TRUE`,
+      ],
+      [
+        'count, one statement (before: for comparison)',
+        `SELECT count(*) FROM voicemail_drops msg WHERE user_id = ${owner.userId} AND deleted_at IS NULL
+         AND (status = 'Saved' OR name ILIKE '%ous%')`,
+      ],
+    ]) {
+      const plan = await sql<{ 'QUERY PLAN': string }>`EXPLAIN (ANALYZE, BUFFERS) ${sql.raw(text as string)}`.execute(db);
+      console.log(`\n-- ${label}, ${owner.drops} drops\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}`);
     }
   }
-  return usage;
 }
 
-function cpuSince(before: Map<number, number>, after: Map<number, number>): number {
-  let total = 0;
-  for (const [pid, used] of after) total += used - (before.get(pid) ?? 0);
-  return total;
+function report(
+  figures: OwnerFigures[],
+  start: { empty: number; existing: number; seeded: number },
+  pglite: Awaited<ReturnType<typeof pgliteSearch>>,
+) {
+  const pass = (ok: boolean) => (ok ? 'PASS' : 'MISS');
+  console.log('');
+  console.log(`PostgreSQL, ${CONNECTIONS} connections over HTTPS, ${DURATION} s per run after ${WARM_UP} s of warm-up`);
+  for (const f of figures) {
+    const ratio = f.read.requestsPerSecond / f.floor.requestsPerSecond;
+    console.log(`\n${f.drops.toLocaleString('en-US')} drops per owner`);
+    console.log(`  floor read          ${f.floor.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.floor.p50.toFixed(1)} ms`);
+    console.log(
+      `  Hopper read         ${f.read.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.read.p50.toFixed(1)} ms   ratio ${ratio.toFixed(2)} (≥ 0.6: ${pass(ratio >= 0.6)})`,
+    );
+    console.log(
+      `  search              ${f.search.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.search.p50.toFixed(1)} ms   p99 ${f.search.p99.toFixed(1)} ms (p50 ≤ 20 ms: ${pass(f.search.p50 <= 20)})`,
+    );
+    console.log(
+      `  search, 1 at a time ${f.searchOne.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.searchOne.p50.toFixed(1)} ms   p99 ${f.searchOne.p99.toFixed(1)} ms`,
+    );
+    console.log(
+      `  create drops        ${f.createDrops.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createDrops.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createDrops.requestsPerSecond >= 1000)})`,
+    );
+    console.log(
+      `  create contacts     ${f.createContacts.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createContacts.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createContacts.requestsPerSecond >= 1000)})`,
+    );
+  }
+  console.log('\nstart-up, `node src/main.ts` to the first 200 on /health');
+  console.log(`  PostgreSQL, empty DATA_DIR and schema  ${(start.empty / 1000).toFixed(2)} s (≤ 3 s: ${pass(start.empty <= 3000)})`);
+  console.log(`  PostgreSQL, existing                   ${(start.existing / 1000).toFixed(2)} s (≤ 1 s: ${pass(start.existing <= 1000)})`);
+  console.log(`  PostgreSQL, existing, seeded           ${(start.seeded / 1000).toFixed(2)} s`);
+  console.log(`  PGlite, empty DATA_DIR                 ${(pglite.empty / 1000).toFixed(2)} s (≤ 3 s: ${pass(pglite.empty <= 3000)})`);
+  console.log(
+    `  PGlite, existing (10,000 drops)        ${(pglite.existing / 1000).toFixed(2)} s (≤ 1 s: ${pass(pglite.existing <= 1000)})`,
+  );
+  console.log('\nPGlite, 10,000 drops');
+  console.log(
+    `  search              ${pglite.search.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${pglite.search.p50.toFixed(1)} ms   p99 ${pglite.search.p99.toFixed(1)} ms (${CONNECTIONS} connections)`,
+  );
+  console.log(
+    `  search, 1 at a time ${pglite.searchOne.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${pglite.searchOne.p50.toFixed(1)} ms   p99 ${pglite.searchOne.p99.toFixed(1)} ms (p50 ≤ 50 ms: ${pass(pglite.searchOne.p50 <= 50)})`,
+  );
 }
 
 async function dropSchemas(schemas: string[]) {

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from './database.ts';
-import type { ApiKeyRow, ContactRow, MediaRow, SignatureRow, TagRow } from './schema.ts';
+import type { ApiKeyRow, ContactRow, MediaRow, SignatureRow, TagRow, WebhookEndpointRow } from './schema.ts';
 
 /** What the access rule (identity/access.ts) needs to know about a row's owner. */
 export interface UserRef {
@@ -26,6 +26,7 @@ export interface OwnedTables {
   signatures: SignatureRow;
   media: MediaRow;
   api_keys: ApiKeyRow;
+  webhook_endpoints: WebhookEndpointRow;
 }
 
 const ENDED_BY: Record<keyof OwnedTables, string | null> = {
@@ -34,6 +35,7 @@ const ENDED_BY: Record<keyof OwnedTables, string | null> = {
   signatures: 'deleted_at',
   media: 'deleted_at',
   api_keys: 'revoked_at',
+  webhook_endpoints: null,
 };
 
 /**

@@ -28,6 +28,11 @@ export interface UsersTable {
   deleted_at: NullableTimestamp;
   /** scrypt hash (PHC string); null when no password was ever set. Never leaves the server. */
   password_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The name and address emails are sent as; null: the user's full name and account email. */
+  sender_name: ColumnType<string | null, string | null | undefined, string | null>;
+  sender_email: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The postal address shown in every email's footer (CAN-SPAM); null: MAIL_POSTAL_ADDRESS. */
+  postal_address: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ApiKeysTable {
@@ -235,7 +240,8 @@ export type DeliveryState =
   | 'bounced'
   | 'dropped'
   | 'failed'
-  | 'cancelled';
+  | 'cancelled'
+  | 'skipped';
 
 export interface DeliveriesTable {
   id: Generated<number>;
@@ -293,12 +299,163 @@ export interface Database {
   delivery_events: DeliveryEventsTable;
   secrets: SecretsTable;
   collection_versions: CollectionVersionsTable;
+  provider_submissions: ProviderSubmissionsTable;
+  provider_media: ProviderMediaTable;
+  provider_events: ProviderEventsTable;
+  inbound_messages: InboundMessagesTable;
+  replies: RepliesTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  rate_limit_counts: RateLimitCountsTable;
+}
+
+/** A hand-over to a voicemail provider (migration 0015). */
+export interface ProviderSubmissionsTable {
+  delivery_id: number;
+  provider: string;
+  phone: string;
+  idempotency_key: string;
+  callback_token: string;
+  remote_id: string | null;
+  remote_drop_id: string | null;
+  result_at: NullableTimestamp;
+  delivered: boolean | null;
+  reason_code: number | null;
+  result_detail: string | null;
+  result_occurred_at: NullableTimestamp;
+  proof_of_delivery_url: string | null;
+  next_check_at: NullableTimestamp;
+  checks: Generated<number>;
+  created_at: Generated<Date>;
+}
+
+export interface ProviderMediaTable {
+  provider: string;
+  media_id: number;
+  remote_id: string;
+  created_at: Generated<Date>;
+}
+
+export interface ProviderEventsTable {
+  provider: string;
+  event_key: string;
+  delivery_id: number | null;
+  received_at: Generated<Date>;
+}
+
+/** One message the inbound receiver accepted, once per Message-ID and recipient (migration 0010). */
+export interface InboundMessagesTable {
+  id: Generated<number>;
+  recipient: string;
+  message_id: string;
+  delivery_id: number;
+  kind: 'reply' | 'bounce' | 'complaint' | 'unsubscribe';
+  received_at: Timestamp;
+}
+
+/** A contact's answer to a delivery, kept for the agent (automatic replies too, marked). */
+export interface RepliesTable {
+  id: Generated<number>;
+  inbound_id: number;
+  delivery_id: number;
+  user_id: number;
+  message_kind: string;
+  message_id: number;
+  contact_id: number;
+  from_address: string;
+  from_name: string | null;
+  subject: string;
+  text: string;
+  auto_reply: boolean;
+  received_at: Timestamp;
+  /** When it was forwarded to the sender; null for automatic replies, and until the forward succeeds. */
+  forwarded_at: NullableTimestamp;
+}
+
+/** Idempotency-Key: the first response to a key (http/idempotency.ts). */
+export interface IdempotencyKeysTable {
+  user_id: number;
+  key: string;
+  request_hash: string;
+  created_at: Timestamp;
+  status: number | null;
+  headers: ColumnType<Record<string, string> | null, string | null, string | null>;
+  body: Buffer | null;
+}
+
+/** Rate-limit counters, one per key and fixed window (http/rate-limit.ts). */
+export interface RateLimitCountsTable {
+  key: string;
+  window_start: Timestamp;
+  count: number;
+}
+
+/** Outbound webhooks (migration 0013, src/webhooks/). */
+export interface WebhookEndpointsTable {
+  id: Generated<number>;
+  user_id: number;
+  url: string;
+  description: string | null;
+  events: string[];
+  enabled: Generated<boolean>;
+  disabled_reason: string | null;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: NullableTimestamp;
+  failing_since: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface WebhookEventsTable {
+  id: Generated<number>;
+  uid: Generated<string>;
+  user_id: number;
+  type: string;
+  resource: string;
+  resource_id: number;
+  occurred_at: Timestamp;
+  snapshot: unknown;
+  payload: string | null;
+}
+
+export type WebhookDeliveryState = 'pending' | 'sending' | 'delivered' | 'failed';
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>;
+  endpoint_id: number;
+  event_id: number;
+  state: Generated<WebhookDeliveryState>;
+  attempts: Generated<number>;
+  next_attempt_at: NullableTimestamp;
+  lease_until: NullableTimestamp;
+  last_status: number | null;
+  last_error: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  delivered_at: NullableTimestamp;
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<number>;
+  delivery_id: number;
+  attempt: number;
+  started_at: Timestamp;
+  duration_ms: number;
+  status: number | null;
+  error: string | null;
+  next_retry_at: NullableTimestamp;
 }
 
 /** Change counter of a user's rows in an owned collection, bumped by a trigger (migration 0009). */
 export interface CollectionVersionsTable {
   collection: string;
   user_id: number;
+  /** Sessions bump different shards (migration 0011); the version is their sum. */
+  shard: Generated<number>;
   version: Generated<number>;
 }
 
@@ -316,3 +473,4 @@ export type TemplatedMessageRow = Selectable<TemplatedMessagesTable>;
 export type VoicemailDropRow = Selectable<VoicemailDropsTable>;
 export type TemplatedEmailRow = Selectable<TemplatedEmailsTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;
+export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;

@@ -1,7 +1,8 @@
-import { timingSafeEqual } from 'node:crypto';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import { sql } from 'kysely';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/database.ts';
+import type { DatabaseHandle, Db } from '../db/database.ts';
 import type { Principal } from '../identity/access.ts';
 import { hashApiKey, parseApiKey } from '../identity/api-key-format.ts';
 import { findKeyOwner, touchApiKey } from '../identity/api-keys.ts';
@@ -12,6 +13,134 @@ import { HttpError } from './problems.ts';
 /** `last_used_at` is written at most once a minute per key, so reads stay read-only on the hot path. */
 const LAST_USED_GRANULARITY_MS = 60_000;
 const READ_AND_DELETE = new Set(['GET', 'HEAD', 'DELETE']);
+
+type KeyOwner = NonNullable<Awaited<ReturnType<typeof findKeyOwner>>>;
+
+/** How long a principal write waits for its own notice to come back before answering anyway. */
+const SETTLE_TIMEOUT_MS = 2_000;
+
+/**
+ * The owners of recently used keys, per database, so that a request costs no look-up. Correct
+ * only while notices arrive: every change to a key or a user (revoked, deleted, cancelled, other
+ * roles or team) NOTIFYs every process at commit (db/migrations/0011), and the whole cache is
+ * forgotten. While the listening connection is down nothing is cached or served from the cache.
+ *
+ * "A revoked key fails on the very next request", in every process: a write through the API that
+ * may change a principal is answered only once every listening process has acknowledged a notice
+ * sent after the write committed (`settle`). Notices reach each listener in commit order, so a
+ * process that acknowledges has already forgotten what the write changed. A process that does not
+ * answer within SETTLE_TIMEOUT_MS (frozen, cut off) does not hold the answer back any longer.
+ */
+class PrincipalCache {
+  readonly #entries = new Map<string, KeyOwner>();
+  /** Settles waiting for acknowledgements: token → called once per acknowledgement. */
+  readonly #waiting = new Map<string, () => void>();
+  #generation = 0;
+  readonly #database: DatabaseHandle;
+  readonly #listening: () => boolean;
+
+  constructor(database: DatabaseHandle, listening: () => boolean) {
+    this.#database = database;
+    this.#listening = listening;
+  }
+
+  /** A notice (or a lost listener, `payload` undefined): everything cached may be stale. */
+  noticed(payload: string | undefined): void {
+    if (payload?.startsWith('ack:')) {
+      this.#waiting.get(payload.slice(4))?.();
+      return;
+    }
+    this.#generation++;
+    this.#entries.clear();
+    if (payload?.startsWith('settle:')) {
+      // Forgotten above: say so to the process that waits.
+      sql`SELECT pg_notify('hopper_principals', ${`ack:${payload}`})`.execute(this.#database.db).catch(() => {});
+    }
+  }
+
+  /** Forgets everything now, then waits (bounded) until every listening process has forgotten too. */
+  async settle(): Promise<void> {
+    this.noticed(undefined);
+    if (!this.#listening()) return;
+    const db = this.#database.db;
+    const token = `settle:${randomUUID()}`;
+    let acknowledged = 0;
+    let expected = 1;
+    let done: () => void = () => {};
+    const heard = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, SETTLE_TIMEOUT_MS);
+      done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.#waiting.set(token, () => {
+        if (++acknowledged >= expected) done();
+      });
+    });
+    try {
+      // Every process listening on this database (PGlite: this one alone).
+      if (this.#database.kind === 'postgres') {
+        const { rows } = await sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND query = 'LISTEN "hopper_principals"'`.execute(db);
+        expected = Math.max(1, rows[0]?.n ?? 1);
+      }
+      await sql`SELECT pg_notify('hopper_principals', ${token})`.execute(db);
+      if (acknowledged >= expected) done();
+      await heard;
+    } catch {
+      // The database is failing: the write's own answer stands; nothing is served from the cache
+      // while the listener is down.
+    } finally {
+      this.#waiting.delete(token);
+    }
+  }
+
+  async find(db: Db, digest: Buffer): Promise<KeyOwner | undefined> {
+    if (!this.#listening()) return findKeyOwner(db, digest);
+    // A notice already received is handled before the cache is consulted.
+    await new Promise((resolve) => setImmediate(resolve));
+    const key = digest.toString('base64');
+    const known = this.#entries.get(key);
+    if (known) return known;
+    const generation = this.#generation;
+    const owner = await findKeyOwner(db, digest);
+    // A change noticed while the look-up ran may have made its answer stale: it is not kept.
+    if (owner && generation === this.#generation && this.#listening()) {
+      if (this.#entries.size >= MAX_CACHED) this.#entries.clear();
+      this.#entries.set(key, owner);
+    }
+    return owner;
+  }
+}
+
+const MAX_CACHED = 10_000;
+const caches = new WeakMap<Db, PrincipalCache>();
+
+/** Lets `authenticate` keep principals for this database, forgotten on every change (see PrincipalCache). */
+export async function cachePrincipals(database: DatabaseHandle): Promise<void> {
+  if (caches.has(database.db)) return;
+  let cache: PrincipalCache | undefined;
+  const { listening } = await database.listen('hopper_principals', (payload) => cache?.noticed(payload));
+  cache = new PrincipalCache(database, listening);
+  caches.set(database.db, cache);
+}
+
+/**
+ * Writes that can change who a key stands for: revoking a key (DELETE /v3/api_keys/{id}), changing or cancelling a user
+ * (API or account settings).
+ */
+const PRINCIPAL_WRITES = /^\/(?:v3\/api_keys\/|v3\/users\/[^/]+(?:\/cancel)?$|account\/)/;
+
+/**
+ * After a successful write that may change a principal (see PRINCIPAL_WRITES), before it is
+ * answered: forgets this process's principals and waits until every process has been told.
+ */
+export async function settlePrincipalsAfterWrite(db: Db, method: string, routeUrl: string | undefined, status: number): Promise<void> {
+  if (method === 'GET' || method === 'HEAD') return;
+  if (status >= 400 || !routeUrl || !PRINCIPAL_WRITES.test(routeUrl)) return;
+  await caches.get(db)?.settle();
+}
 
 function unauthorized(message: string, error?: 'invalid_token'): HttpError {
   const challenge = error ? `Bearer realm="hopper", error="${error}"` : 'Bearer realm="hopper"';
@@ -32,7 +161,8 @@ export async function authenticate(request: FastifyRequest, db: Db, config: Conf
   if (!key) throw unauthorized('The API key is malformed: check that it was copied whole.', 'invalid_token');
 
   const digest = hashApiKey(key);
-  const owner = await findKeyOwner(db, digest);
+  const cache = caches.get(db);
+  const owner = cache ? await cache.find(db, digest) : await findKeyOwner(db, digest);
   if (!owner || !timingSafeEqual(owner.key_hash, digest)) {
     throw unauthorized('The API key is unknown or has been revoked.', 'invalid_token');
   }
@@ -57,6 +187,7 @@ export async function authenticate(request: FastifyRequest, db: Db, config: Conf
 
   if (!owner.last_used_at || now.getTime() - owner.last_used_at.getTime() >= LAST_USED_GRANULARITY_MS) {
     await touchApiKey(db, owner.key_id, now);
+    owner.last_used_at = now;
   }
   return { userId: owner.user_id, teamId: owner.team_id, rank: rankOf(owner.roles), keyId: owner.key_id };
 }

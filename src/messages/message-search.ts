@@ -1,4 +1,4 @@
-import type { SelectQueryBuilder } from 'kysely';
+import { type SelectQueryBuilder, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { precompiled } from '../db/precompiled.ts';
 import { type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
@@ -31,7 +31,11 @@ export function searchMessages<DB, TB extends keyof DB>(
 
 /** The change counter of a user's messages in `collection`, kept by a trigger (db/migrations/0009). */
 const versionRow = precompiled(2, (db, collection: string, userId: number) =>
-  db.selectFrom('collection_versions').select('version').where('collection', '=', collection).where('user_id', '=', userId),
+  db
+    .selectFrom('collection_versions')
+    .select(sql<string>`sum(version)`.as('version'))
+    .where('collection', '=', collection)
+    .where('user_id', '=', userId),
 );
 
 async function collectionVersion(db: Db, collection: string, userId: number): Promise<string> {
