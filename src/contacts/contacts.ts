@@ -4,7 +4,7 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { ContactRow, ContactStatus, ContactsTable } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { type FieldErrors, throwIfAny } from '../errors.ts';
+import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from './phone.ts';
@@ -60,7 +60,7 @@ export const ContactBody = WritableBody(
   ).properties,
   ['id', 'user_id', 'full_name', 'created_at', 'updated_at', 'deleted_at'],
 );
-type ContactInput = Static<typeof ContactBody>;
+export type ContactInput = Static<typeof ContactBody>;
 
 const TEXT = (column: string) => ({ kind: 'text', column }) as const;
 export const CONTACT_FILTERS: Filters = {
@@ -75,7 +75,7 @@ export const CONTACT_FILTERS: Filters = {
 };
 
 /** Validates and normalises what a body changes; `current` is the stored contact on update. */
-function contactChanges(body: ContactInput, current?: ContactRow): { fields: ContactFields; tags?: string[] } {
+export function contactChanges(body: ContactInput, current?: ContactRow): { fields: ContactFields; tags?: string[] } {
   const errors: FieldErrors = {};
   const fields: ContactFields = {};
   // Blank names are no names: the greeting without a first name is then used.
@@ -158,15 +158,51 @@ export async function searchContacts(db: Db, userId: number, params: SearchParam
   return { ...result, rows: await toApiContacts(db, userId, result.rows) };
 }
 
+/**
+ * The owner's live contact with this email address, in any letter case (the one a message to
+ * that address reaches); `exceptId` leaves one contact out. Bulk import updates the contact it
+ * finds; creating one refuses (requireEmailFree).
+ */
+export async function findContactByEmail(db: Db, userId: number, email: string, exceptId?: number): Promise<ContactRow | undefined> {
+  let query = db
+    .selectFrom('contacts')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('deleted_at', 'is', null)
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()));
+  if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
+  return query.orderBy('id').executeTakeFirst();
+}
+
+/** One person, one contact: an email address another contact of the owner has is a 409 naming it. */
+async function requireEmailFree(db: Db, userId: number, email: string | null | undefined, exceptId?: number): Promise<void> {
+  if (!email) return;
+  const existing = await findContactByEmail(db, userId, email, exceptId);
+  if (existing) {
+    throw new DomainError(
+      'conflict',
+      `Contact ${existing.id} already has the email address ${existing.email}; update that contact instead.`,
+      {
+        email: [`is already the email address of contact ${existing.id}`],
+      },
+    );
+  }
+}
+
 /** Creates a contact with its tags in one transaction: a failure leaves neither behind. */
 export async function createContact(db: Db, userId: number, body: ContactInput) {
   const { fields, tags = [] } = contactChanges(body);
-  return db.transaction().execute(async (trx) => {
-    const row = await trx
+  await requireEmailFree(db, userId, fields.email);
+  const insert = (trx: Db) =>
+    trx
       .insertInto('contacts')
       .values({ ...fields, user_id: userId })
       .returningAll()
       .executeTakeFirstOrThrow();
+  // Without tags a create is one statement: a new contact has no links to replace.
+  if (tags.length === 0) return toApiContact(await insert(db), []);
+  return db.transaction().execute(async (trx) => {
+    const row = await insert(trx);
     return toApiContact(row, await setContactTags(trx, userId, row.id, tags));
   });
 }
@@ -177,6 +213,9 @@ export async function createContact(db: Db, userId: number, body: ContactInput) 
  */
 export async function updateContact(db: Db, contact: ContactRow, body: ContactInput, now: Date) {
   const { fields, tags } = contactChanges(body, contact);
+  if (fields.email && fields.email.toLowerCase() !== contact.email?.toLowerCase()) {
+    await requireEmailFree(db, contact.user_id, fields.email, contact.id);
+  }
   return db.transaction().execute(async (trx) => {
     const row = await trx
       .updateTable('contacts')

@@ -18,6 +18,19 @@ export const Problem = Type.Object(
   { $id: 'Problem', description: 'RFC 9457 problem details with Laravel-compatible members' },
 );
 
+/** What a provider's or a relay's webhook post did: the answer of every receiver under /v3/webhooks. */
+export const EventReceipt = Type.Object(
+  {
+    recorded: Type.Integer({ minimum: 0, description: 'New events (delivery events, voicemail outcomes), now counted' }),
+    duplicates: Type.Integer({ minimum: 0, description: 'Events already recorded (senders post again)' }),
+    ignored: Type.Integer({
+      minimum: 0,
+      description: 'Events of unused kinds, malformed ones, or ones for deliveries or drops Hopper does not know',
+    }),
+  },
+  { title: 'EventReceipt' },
+);
+
 /** The error responses a route can give, for the OpenAPI document and the serializer. */
 export function problems(...statuses: number[]): Record<number, typeof Problem> {
   const known = new Set<number>(Object.values(PROBLEMS).map((p) => p.status));

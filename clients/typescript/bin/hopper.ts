@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+import { main } from '../src/cli/program.ts';
+
+process.exitCode = await main(process.argv, { env: process.env, stdout: process.stdout, stderr: process.stderr });
