@@ -1,23 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import type { DatabaseHandle } from './db/database.ts';
+import { isDatabaseUnavailable } from './db/errors.ts';
 import type { JobQueue } from './db/job-queue.ts';
 import type { UserRow } from './db/schema.ts';
 import { DomainError, validationError } from './errors.ts';
-import { authenticate } from './http/authenticate.ts';
+import { authenticate, cachePrincipals, settlePrincipalsAfterWrite } from './http/authenticate.ts';
 import type { App } from './http/context.ts';
+import { registerIdempotency } from './http/idempotency.ts';
+import { registerMetrics } from './http/metrics.ts';
 import { registerOpenApi } from './http/openapi.ts';
 import { ownerHook } from './http/owner.ts';
-import { HttpError, problemBody } from './http/problems.ts';
+import { clientErrorResponse, HttpError, problemBody, securityHeaders } from './http/problems.ts';
+import { registerRateLimit } from './http/rate-limit.ts';
 import { registerRoutes } from './http/routes/index.ts';
 import { toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type Clock, systemClock } from './time.ts';
+import { TLS_SERVER_OPTIONS } from './tls.ts';
 import { registerPages } from './web/index.ts';
 
 export interface AppOptions {
@@ -30,18 +35,53 @@ export interface AppOptions {
   logger?: Logger;
   /** Where log lines go when the logger is made here (tests capture them); stdout by default. */
   logStream?: NodeJS.WritableStream;
+  /** How the SES webhook fetches SNS certificates and subscription URLs (tests inject their own). */
+  snsFetch?: (url: string) => Promise<string>;
 }
 
 const BODY_LIMIT = 1024 * 1024;
+/**
+ * The request line and headers may take HEADER_LIMIT bytes; Node's parser lets four times that
+ * through so that the refusal (431) is made here, where the method is known — a HEAD gets no body —
+ * rather than by the parser (clientErrorResponse, for what is larger still).
+ */
+const HEADER_LIMIT = 16 * 1024;
+const PARSER_HEADER_LIMIT = 4 * HEADER_LIMIT;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
-const DB_UNREACHABLE = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|57P0[1-3]|08\w{3})$/;
+
+/**
+ * One log line per request at `info`, written when it is answered and carrying the request, the
+ * status and the time taken; the line at its arrival only at `debug`. Fastify's default is both at
+ * `info`, which doubled the logging cost of a read (docs/performance.md).
+ */
+class RequestLog extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
+    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
 
 /** Builds the HTTP application; `main.ts` decides whether and where it listens. */
 export async function buildApp(config: Config, options: AppOptions): Promise<App> {
-  const ctx: AppContext = { config, database: options.database, queue: options.queue, clock: options.clock ?? systemClock };
+  // Requests use the database with bounded waits: one that is down or frozen answers 503 quickly.
+  const database: DatabaseHandle = { ...options.database, db: options.database.requestDb };
+  const ctx: AppContext = {
+    config,
+    database,
+    queue: options.queue,
+    clock: options.clock ?? systemClock,
+    ...(options.snsFetch ? { snsFetch: options.snsFetch } : {}),
+  };
+  // Answers reach clients over HTTPS: served with TLS here, or through the TLS-terminating proxy.
+  const secure = Boolean(options.https) || config.trustProxy;
   const serverOptions = {
     loggerInstance: options.logger ?? createLogger(config, options.logStream),
+    logController: new RequestLog(),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
@@ -54,17 +94,33 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
       const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long.' : 'The URL is malformed.';
       reply
         .code(400)
+        .headers(securityHeaders(secure))
         .type('application/problem+json')
         .send(problemBody(config.publicUrl, new HttpError('bad_request', message)));
     },
+    // While closing, requests that arrive on kept-alive connections are still served, answered with
+    // `Connection: close` (main.ts closes the database only after HTTP has drained).
+    // Errors Node's HTTP parser raises before Fastify sees a request (431, malformed request line).
+    clientErrorHandler(error: Error, socket: import('node:net').Socket) {
+      const response = clientErrorResponse(config.publicUrl, error, secure);
+      if (!response || !socket.writable) return socket.destroy();
+      // Ended rather than destroyed, so the answer is not lost to a reset; cut if the client lingers.
+      socket.end(response);
+      setTimeout(() => socket.destroy(), 1_000).unref();
+    },
     forceCloseConnections: 'idle' as const,
-    return503OnClosing: true,
+    return503OnClosing: false,
   };
   const app = (options.https
-    ? Fastify({ ...serverOptions, https: options.https })
-    : Fastify(serverOptions)
+    ? Fastify({ ...serverOptions, https: { ...options.https, ...TLS_SERVER_OPTIONS, maxHeaderSize: PARSER_HEADER_LIMIT } })
+    : Fastify({ ...serverOptions, http: { maxHeaderSize: PARSER_HEADER_LIMIT } })
   ).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
+  await cachePrincipals(ctx.database);
+  app.addHook('onSend', async (request, reply, payload) => {
+    await settlePrincipalsAfterWrite(ctx.database.db, request.method, request.routeOptions.url, reply.statusCode);
+    return payload;
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.decorateRequest('principal', null as unknown as Principal);
   app.decorateRequest('owner', null as unknown as UserRow);
@@ -84,8 +140,18 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
     });
   });
 
+  const always = securityHeaders(secure);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
+    reply.headers(always);
+    // A request target never carries a fragment; the router would drop `#…` and act on what is
+    // left (`/v3/api_keys/1#x` on key 1).
+    if (request.raw.url?.includes('#')) {
+      throw new HttpError('bad_request', 'The URL must not contain "#": a fragment is never sent to a server (percent-encode it as %23).');
+    }
+    if (headerBytes(request.raw) > HEADER_LIMIT) {
+      throw new HttpError('request_header_fields_too_large', `The request line and headers are larger than ${HEADER_LIMIT / 1024} KiB.`);
+    }
     if (config.trustProxy && request.url !== '/health') {
       const proto = String(request.headers['x-forwarded-proto'] ?? '')
         .split(',')[0]
@@ -108,6 +174,7 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
 
   // Routes acting for a user (`config: { owner }`) get that user checked against the access rule.
   app.addHook('preHandler', ownerHook(ctx.database.db));
+  registerIdempotency(app, ctx.database.db, ctx.clock);
 
   // Every route is also put in a method-blind router, so an unknown method on a known path is a 405.
   const knownPaths = FindMyWay();
@@ -117,7 +184,11 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const problem = toHttpError(error);
-    if (problem.status >= 500) {
+    if (problem.code === 'database_unavailable') {
+      request.log.warn({ err: { message: error.message, code: error.code } }, 'database unavailable');
+    } else if (problem.code === 'webhook_not_configured') {
+      request.log.warn(problem.message);
+    } else if (problem.status >= 500) {
       request.log.error({ err: error }, 'request failed');
     } else if (problem.code === 'validation') {
       request.log.info({ errors: problem.errors }, 'invalid request');
@@ -149,8 +220,8 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
       if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
         return new HttpError(err.statusCode === 404 ? 'not_found' : 'bad_request', err.message);
       }
-      if (DB_UNREACHABLE.test(String(err.code ?? ''))) {
-        return new HttpError('service_unavailable', `The database is unreachable; try again shortly (error id ${request.id}).`, {
+      if (isDatabaseUnavailable(err)) {
+        return new HttpError('database_unavailable', `The database is unreachable; try again shortly (error id ${request.id}).`, {
           headers: { 'Retry-After': '5' },
         });
       }
@@ -158,7 +229,9 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
     }
   });
 
-  app.setNotFoundHandler(async (request) => {
+  await registerRateLimit(app, ctx);
+  await registerMetrics(app, ctx);
+  app.setNotFoundHandler({ preHandler: app.rateLimit() }, async (request) => {
     const path = request.url.split('?')[0] ?? '/';
     const version = /^\/(v\d+)(\/|$)/.exec(path)?.[1];
     if (version && version !== 'v3') {
@@ -180,6 +253,12 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
   await registerRoutes(app, ctx);
   await registerPages(app, ctx);
   return app;
+}
+
+function headerBytes(raw: { url?: string; method?: string; rawHeaders: string[] }): number {
+  let n = (raw.method?.length ?? 0) + (raw.url?.length ?? 0) + 12;
+  for (const part of raw.rawHeaders) n += part.length + 2;
+  return n;
 }
 
 function hasNul(value: unknown): boolean {

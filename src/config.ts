@@ -1,4 +1,5 @@
-import { createPublicKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseApiKey } from './identity/api-key-format.ts';
 
@@ -12,6 +13,10 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** PostgreSQL schema holding Hopper's tables (lets tests and several instances share a database). */
   readonly databaseSchema: string;
+  /** How long a request waits to connect to PostgreSQL, and for each statement, before answering 503. */
+  readonly databaseTimeoutMs: number;
+  /** How long a stopping process lets requests in flight finish (SHUTDOWN_TIMEOUT). */
+  readonly shutdownTimeoutMs: number;
   readonly publicUrl: string;
   readonly tlsCertFile: string | undefined;
   readonly tlsKeyFile: string | undefined;
@@ -48,8 +53,66 @@ export interface Config {
   readonly sandboxDelayMs: number;
   /** Slybroadcast's credentials and endpoint; undefined: the provider is not configured. */
   readonly slybroadcast: SlybroadcastConfig | undefined;
+  /** How long a Slybroadcast drop may wait for its disposition before Hopper asks (callstatus). */
+  readonly slybroadcastResultTimeoutMs: number;
   /** Drop Cowboy's credentials, endpoint and webhook signing secret; undefined: not configured. */
   readonly dropCowboy: DropCowboyConfig | undefined;
+  /** Domains authenticated at the relay: a sender address in one of them is used as From. */
+  readonly senderDomains: readonly string[];
+  /** The operator's postal address, for users who have none. */
+  readonly mailPostalAddress: string | undefined;
+  /** DKIM signing of emails whose From is this domain or a subdomain; undefined: no signing. */
+  readonly dkim: DkimConfig | undefined;
+  /** The inbound mail receiver (replies, bounces, complaints); undefined: off. */
+  readonly inbound: InboundConfig | undefined;
+  /** Basic credentials Postmark's webhook must send; undefined: the webhook refuses every post. */
+  readonly postmarkWebhook: { readonly user: string; readonly password: string } | undefined;
+  /** The open pixel in every email (TRACK_OPENS, default true). */
+  readonly trackOpens: boolean;
+  /** SNS topics whose notifications the SES webhook accepts; empty: any topic. */
+  readonly sesTopicArns: readonly string[];
+  /** Outbound webhooks (docs/webhooks.md). */
+  readonly webhooks: WebhookConfig;
+  /** Requests per minute per API key (or per client address without one), shared by every API process. */
+  readonly rateLimit: number;
+  /** When set, the rate-limit counts live in this Redis instead of PostgreSQL. */
+  readonly redisUrl: string | undefined;
+  /** When set, `GET /metrics` answers a bearer of this token; unset, there is no /metrics. */
+  readonly metricsToken: string | undefined;
+}
+
+export interface DkimConfig {
+  readonly domain: string;
+  readonly selector: string;
+  /** The PEM private key (RSA of 2048 bits or more, or Ed25519). */
+  readonly privateKey: string;
+}
+
+export interface InboundConfig {
+  readonly domain: string;
+  readonly host: string;
+  readonly port: number;
+  readonly maxBytes: number;
+}
+
+export interface WebhookConfig {
+  /** Allow http:// endpoint URLs (otherwise https only). */
+  readonly allowHttp: boolean;
+  /** Allow endpoints that resolve to loopback, private or link-local addresses. */
+  readonly allowPrivate: boolean;
+  readonly timeoutMs: number;
+  /** Requests in flight per endpoint at most. */
+  readonly maxInFlight: number;
+  /** First retry delay (doubled per attempt, with jitter). */
+  readonly retryBaseMs: number;
+  /** How long a delivery is retried, and how long an endpoint may fail before it is disabled. */
+  readonly retryForMs: number;
+  /** How often a worker looks for due webhook deliveries (retries falling due; new events wake it at once). */
+  readonly pollMs: number;
+  /** How long events, deliveries and attempts are kept once done. */
+  readonly retentionMs: number;
+  /** A PEM file of extra certificate authorities trusted for endpoint URLs (a private CA). */
+  readonly caFile: string | undefined;
 }
 
 export interface SlybroadcastConfig {
@@ -61,8 +124,16 @@ export interface SlybroadcastConfig {
 export interface DropCowboyConfig {
   readonly key: string;
   readonly secret: string;
-  readonly webhookSecret: string;
+  /** The API's base URL; routes (`/rvm`, `/media/public/media`, …) are appended. */
   readonly url: string;
+  /** The signing secrets of the account's webhooks (one per webhook); empty: signed webhooks refused. */
+  readonly webhookSecrets: readonly string[];
+  /** The phone line to send from; undefined: the account's default line, looked up once. */
+  readonly phoneLineId: string | undefined;
+  /** Bring-your-own-carrier account: send `caller_id` (the drop's callback number) instead of a line. */
+  readonly byoc: boolean;
+  /** Send the audio as `audio_url` (only where Drop Cowboy's support enabled it) instead of `media_id`. */
+  readonly audioUrl: boolean;
 }
 
 export class ConfigError extends Error {
@@ -104,6 +175,9 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATABASE_SCHEMA must be a lower-case SQL identifier (letters, digits, _)');
   }
 
+  const databaseTimeoutMs = duration('DATABASE_TIMEOUT', text('DATABASE_TIMEOUT') ?? '1s');
+  const shutdownTimeoutMs = duration('SHUTDOWN_TIMEOUT', text('SHUTDOWN_TIMEOUT') ?? '10s');
+
   const trustProxy = boolean('TRUST_PROXY', text('TRUST_PROXY') ?? 'false');
   const publicUrl = (text('PUBLIC_URL') ?? `https://localhost:${port}`).replace(/\/+$/, '');
   if (!isHttpUrl(publicUrl)) problems.push('PUBLIC_URL must be an absolute http(s) URL such as https://hopper.example.com');
@@ -129,7 +203,7 @@ export function loadConfig(env: Env = process.env): Config {
   const smtpMaxConnections = integer('SMTP_MAX_CONNECTIONS', text('SMTP_MAX_CONNECTIONS') ?? '5', 1, 100);
   const smtpRateLimit = integer('SMTP_RATE_LIMIT', text('SMTP_RATE_LIMIT') ?? '0', 0, 100_000);
   const sendRetryBaseMs = duration('SEND_RETRY_BASE', text('SEND_RETRY_BASE') ?? '30s');
-  const sendLeaseMs = duration('SEND_LEASE', text('SEND_LEASE') ?? '2m');
+  const sendLeaseMs = duration('SEND_LEASE', text('SEND_LEASE') ?? '10s');
   const sendBatchSize = integer('SEND_BATCH_SIZE', text('SEND_BATCH_SIZE') ?? '100', 1, 1000);
 
   const roleText = text('ROLE') ?? 'all';
@@ -169,12 +243,79 @@ export function loadConfig(env: Env = process.env): Config {
     'SLYBROADCAST_URL',
     'https://www.mobile-sphere.com/gateway/vmb.php',
   );
-  const dropCowboy = provider(
+  const slybroadcastResultTimeoutMs = duration('SLYBROADCAST_RESULT_TIMEOUT', text('SLYBROADCAST_RESULT_TIMEOUT') ?? '2h');
+  const dropCowboyCredentials = provider(
     'Drop Cowboy',
-    { key: 'DROPCOWBOY_KEY', secret: 'DROPCOWBOY_SECRET', webhookSecret: 'DROPCOWBOY_WEBHOOK_SECRET' },
+    { key: 'DROPCOWBOY_KEY', secret: 'DROPCOWBOY_SECRET' },
     'DROPCOWBOY_URL',
-    'https://api-v2.dropcowboy.com/rvm',
+    'https://api-v2.dropcowboy.com',
   );
+  if (text('DROPCOWBOY_WEBHOOK_SECRET') !== undefined) {
+    problems.push(
+      'DROPCOWBOY_WEBHOOK_SECRET is now DROPCOWBOY_WEBHOOK_SECRETS: the signing secrets of your Drop Cowboy webhooks, comma separated',
+    );
+  }
+  if (/\/rvm\/*$/.test(text('DROPCOWBOY_URL') ?? '')) {
+    problems.push('DROPCOWBOY_URL is the API base URL (such as https://api-v2.dropcowboy.com), without /rvm');
+  }
+  const dropCowboy: DropCowboyConfig | undefined = dropCowboyCredentials && {
+    ...dropCowboyCredentials,
+    url: dropCowboyCredentials.url.replace(/\/+$/, ''),
+    webhookSecrets: Object.freeze(
+      (text('DROPCOWBOY_WEBHOOK_SECRETS') ?? '')
+        .split(',')
+        .map((secret) => secret.trim())
+        .filter((secret) => secret !== ''),
+    ),
+    phoneLineId: text('DROPCOWBOY_PHONE_LINE_ID'),
+    byoc: boolean('DROPCOWBOY_BYOC', text('DROPCOWBOY_BYOC') ?? 'false'),
+    audioUrl: boolean('DROPCOWBOY_AUDIO_URL', text('DROPCOWBOY_AUDIO_URL') ?? 'false'),
+  };
+
+  const senderDomains = (text('SENDER_DOMAINS') ?? '')
+    .split(',')
+    .map((d) => d.trim().toLowerCase())
+    .filter(Boolean);
+  for (const domain of senderDomains) if (!isDomain(domain)) problems.push(`SENDER_DOMAINS must list domain names (got "${domain}")`);
+  const mailPostalAddress = text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n');
+  const dkim = dkimSettings();
+  const inboundDomain = text('INBOUND_DOMAIN')?.toLowerCase();
+  if (inboundDomain && !isDomain(inboundDomain)) problems.push(`INBOUND_DOMAIN must be a domain name (got "${inboundDomain}")`);
+  const inbound = inboundDomain
+    ? Object.freeze({
+        domain: inboundDomain,
+        host: text('INBOUND_SMTP_HOST') ?? host,
+        port: integer('INBOUND_SMTP_PORT', text('INBOUND_SMTP_PORT') ?? '2525', 0, 65_535),
+        maxBytes: integer('INBOUND_MAX_BYTES', text('INBOUND_MAX_BYTES') ?? String(10 * 1024 * 1024), 1024, 1024 ** 3),
+      })
+    : undefined;
+  const postmarkUser = text('POSTMARK_WEBHOOK_USER');
+  const postmarkPassword = text('POSTMARK_WEBHOOK_PASSWORD');
+  if (Boolean(postmarkUser) !== Boolean(postmarkPassword))
+    problems.push('POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD must be set together');
+  const postmarkWebhook = postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined;
+  const trackOpens = boolean('TRACK_OPENS', text('TRACK_OPENS') ?? 'true');
+  const sesTopicArns = (text('SES_TOPIC_ARNS') ?? '')
+    .split(',')
+    .map((a) => a.trim())
+    .filter(Boolean);
+
+  const webhooks: WebhookConfig = Object.freeze({
+    allowHttp: boolean('WEBHOOK_ALLOW_HTTP', text('WEBHOOK_ALLOW_HTTP') ?? 'false'),
+    allowPrivate: boolean('WEBHOOK_ALLOW_PRIVATE', text('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
+    timeoutMs: duration('WEBHOOK_TIMEOUT', text('WEBHOOK_TIMEOUT') ?? '10s'),
+    maxInFlight: integer('WEBHOOK_MAX_IN_FLIGHT', text('WEBHOOK_MAX_IN_FLIGHT') ?? '16', 1, 1000),
+    retryBaseMs: duration('WEBHOOK_RETRY_BASE', text('WEBHOOK_RETRY_BASE') ?? '10s'),
+    retryForMs: duration('WEBHOOK_RETRY_FOR', text('WEBHOOK_RETRY_FOR') ?? '3d'),
+    pollMs: duration('WEBHOOK_POLL_INTERVAL', text('WEBHOOK_POLL_INTERVAL') ?? '1s'),
+    retentionMs: duration('WEBHOOK_RETENTION', text('WEBHOOK_RETENTION') ?? '30d'),
+    caFile: text('WEBHOOK_CA_FILE'),
+  });
+  const rateLimit = integer('RATE_LIMIT', text('RATE_LIMIT') ?? '600', 1, 10_000_000);
+  const redisUrl = text('REDIS_URL');
+  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
+  const metricsToken = text('METRICS_TOKEN');
+  if (metricsToken !== undefined && metricsToken.length < 16) problems.push('METRICS_TOKEN must be at least 16 characters');
 
   if (problems.length > 0) {
     throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
@@ -186,6 +327,8 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     databaseSchema,
+    databaseTimeoutMs,
+    shutdownTimeoutMs,
     publicUrl,
     tlsCertFile,
     tlsKeyFile,
@@ -209,8 +352,52 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxVoicemail,
     sandboxDelayMs,
     slybroadcast,
-    dropCowboy,
+    slybroadcastResultTimeoutMs,
+    dropCowboy: dropCowboy && Object.freeze(dropCowboy),
+    senderDomains: Object.freeze(senderDomains),
+    mailPostalAddress,
+    dkim,
+    inbound,
+    postmarkWebhook,
+    trackOpens,
+    sesTopicArns: Object.freeze(sesTopicArns),
+    webhooks,
+    rateLimit,
+    redisUrl,
+    metricsToken,
   });
+
+  /** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE together, the key read and checked now. */
+  function dkimSettings(): DkimConfig | undefined {
+    const domain = text('DKIM_DOMAIN')?.toLowerCase();
+    const selector = text('DKIM_SELECTOR');
+    const file = text('DKIM_PRIVATE_KEY_FILE');
+    if (!domain && !selector && !file) return undefined;
+    if (!domain || !selector || !file) {
+      problems.push('DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE must be set together');
+      return undefined;
+    }
+    if (!isDomain(domain)) problems.push(`DKIM_DOMAIN must be a domain name (got "${domain}")`);
+    if (!/^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$/.test(selector)) problems.push(`DKIM_SELECTOR must be a DNS label (got "${selector}")`);
+    let privateKey: string;
+    try {
+      privateKey = readFileSync(file, 'utf8');
+    } catch (error) {
+      problems.push(`DKIM_PRIVATE_KEY_FILE cannot be read (${(error as Error).message})`);
+      return undefined;
+    }
+    try {
+      const key = createPrivateKey(privateKey);
+      const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+      if (!(key.asymmetricKeyType === 'ed25519' || (key.asymmetricKeyType === 'rsa' && bits >= 2048))) {
+        problems.push(`DKIM_PRIVATE_KEY_FILE must hold an RSA key of 2048 bits or more, or an Ed25519 key (${file})`);
+      }
+    } catch {
+      problems.push(`DKIM_PRIVATE_KEY_FILE is not a PEM private key (${file})`);
+      return undefined;
+    }
+    return Object.freeze({ domain, selector, privateKey });
+  }
 
   function integer(name: string, value: string, min: number, max: number): number {
     const n = Number(value);
@@ -264,6 +451,10 @@ export function parseEcP256PublicKey(text: string): KeyObject | undefined {
   } catch {
     return undefined;
   }
+}
+
+function isDomain(value: string): boolean {
+  return /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(value);
 }
 
 function isHttpUrl(value: string): boolean {

@@ -13,4 +13,6 @@ export interface AppContext {
   readonly database: DatabaseHandle;
   readonly queue: JobQueue;
   readonly clock: Clock;
+  /** Fetches an SNS signing certificate or subscription URL (tests serve their own); `fetch` when absent. */
+  readonly snsFetch?: (url: string) => Promise<string>;
 }

@@ -12,6 +12,8 @@ export const DOMAIN_ERROR_CODES = [
   'forbidden',
   /** The resource does not exist, or was deleted. */
   'not_found',
+  /** The request would duplicate something that exists (named in the message). */
+  'conflict',
   /** A file or body is larger than the configured limit. */
   'payload_too_large',
 ] as const;

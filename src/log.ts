@@ -2,13 +2,47 @@ import { pino } from 'pino';
 import type { Config } from './config.ts';
 
 const API_KEY_IN_TEXT = /hop_[0-9A-Za-z]{46}/g;
-/** The secret token of the Slybroadcast disposition URL (voicemail/slybroadcast.ts). */
-const CALLBACK_TOKEN = /(\/webhooks\/slybroadcast\/)[^/?#]+/;
+/**
+ * Path segments that are capabilities: a media file's `full_url` token, the open, click and
+ * unsubscribe tokens of an email, the Slybroadcast disposition token and the Drop Cowboy
+ * callback token. A numeric id in the same
+ * place (`/v3/media/12/download`) is no secret and stays.
+ */
+const TOKEN_IN_PATH =
+  /(\/(?:media|t\/o|t\/c|unsubscribe|webhooks\/slybroadcast|webhooks\/dropcowboy\/callback)\/)(?!\d+(?:[/?#]|$))[^/?#]+/g;
+/** Query parameters whose values are secrets whatever they look like. */
+const SECRET_PARAM = /token|key|secret|password|signature|auth/i;
+
+/**
+ * A request URL as it may be logged: capability tokens in the path, secret-looking query values,
+ * and any API key (in a parameter's name or value) replaced by `[redacted]`.
+ */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  const path = (q < 0 ? url : url.slice(0, q)).replace(TOKEN_IN_PATH, '$1[redacted]');
+  if (q < 0) return path.replace(API_KEY_IN_TEXT, 'hop_[redacted]');
+  const query = url
+    .slice(q + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      const name = eq < 0 ? pair : pair.slice(0, eq);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name);
+      } catch {
+        // logged as it came
+      }
+      return eq >= 0 && SECRET_PARAM.test(decoded) ? `${name}=[redacted]` : pair;
+    })
+    .join('&');
+  return `${path}?${query}`.replace(API_KEY_IN_TEXT, 'hop_[redacted]');
+}
 
 /**
  * The one logger of a process (JSON lines, pino), shared by the HTTP layer — which adds a `reqId`
- * to every line of a request — and the workers. Keys never reach it: headers are not logged, and
- * a key pasted into a URL by mistake is redacted.
+ * to every line of a request — and the workers. Secrets never reach it: headers are not logged,
+ * capability tokens in URLs are redacted (redactUrl), and an API key anywhere in a line is.
  */
 export function createLogger(config: Config, stream?: NodeJS.WritableStream) {
   return pino(
@@ -18,15 +52,21 @@ export function createLogger(config: Config, stream?: NodeJS.WritableStream) {
       serializers: {
         req: (req: { method: string; url: string; host?: string; ip?: string }) => ({
           method: req.method,
-          url: req.url.replace(API_KEY_IN_TEXT, 'hop_[redacted]').replace(CALLBACK_TOKEN, '$1[redacted]'),
+          url: redactUrl(req.url),
           host: req.host,
           remoteAddress: req.ip,
         }),
         res: (reply: { statusCode: number }) => ({ statusCode: reply.statusCode }),
         err: pino.stdSerializers.err,
       },
+      // The last line of defence: an API key anywhere in a line (a JSON field name echoed in a
+      // validation error, a message) never reaches the log.
+      hooks: { streamWrite: (line: string) => line.replace(API_KEY_IN_TEXT, 'hop_[redacted]') },
     },
-    stream ?? process.stdout,
+    // Asynchronous writes: a request's log lines join a buffer written while the next requests are
+    // served, instead of a blocking write(2) per line (docs/performance.md). pino flushes the buffer
+    // synchronously when the process exits.
+    stream ?? pino.destination({ dest: 1, sync: false }),
   );
 }
 

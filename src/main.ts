@@ -8,7 +8,7 @@ import { type BootstrapResult, bootstrapAdministrator } from './identity/bootstr
 import { createLogger } from './log.ts';
 import { systemClock } from './time.ts';
 import { loadTls } from './tls.ts';
-import { startWorkers, type Workers } from './workers.ts';
+import type { Workers } from './workers.ts';
 
 /**
  * Starts the roles this process plays (ROLE=all|api|worker) and closes them gracefully on
@@ -21,12 +21,33 @@ async function main(): Promise<void> {
   // for memory, it peaks near 150 MB at the same throughput (bench/send.ts).
   if (config.role !== 'api') setFlagsFromString('--optimize-for-size');
   const logger = createLogger(config);
-  const database = await openDatabase(config);
-  const queue = await openJobQueue(database, config);
+  const serves = config.role === 'all' || config.role === 'api';
+  // Modules load while the database opens (docs/performance.md: start-up). A worker never pays for
+  // Fastify and the routes; the channels load after the API listens.
+  const appModule = serves ? import('./app.ts') : undefined;
+  appModule?.catch(() => {});
+  const database = await openDatabase(config, logger);
+  // The job queue starts while the first Administrator is checked and the certificate is read.
+  const openingQueue = openJobQueue(database, config);
+  openingQueue.catch(() => {});
+  const tlsLoading = serves && !config.trustProxy ? loadTls(config) : undefined;
+  tlsLoading?.catch(() => {});
+  const bootstrap = await bootstrapAdministrator(database.db, config);
+  const queue = await openingQueue;
   let app: App | undefined;
   let workers: Workers | undefined;
+  let startingWorkers: Promise<void> = Promise.resolve();
+  let stopping = false;
+  // In this order, so nothing is closed under a user of it: HTTP first (no new connections; requests
+  // in flight finish, for SHUTDOWN_TIMEOUT at most; requests arriving on kept-alive connections are
+  // still answered, with `Connection: close`), then the workers (they record what they sent and
+  // give back what they had not started), then the job queue, then the database.
   const shutdown = onceShutdown(async () => {
-    await app?.close();
+    stopping = true;
+    logger.info({ timeoutMs: config.shutdownTimeoutMs }, 'stopping');
+    if (app) await closeHttp(app, config.shutdownTimeoutMs);
+    // Workers still starting are let finish, then stopped: never a queue closed under their start.
+    await startingWorkers.catch(() => {});
     await workers?.stop();
     await queue.stop();
     await database.close();
@@ -34,20 +55,24 @@ async function main(): Promise<void> {
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
 
-  const bootstrap = await bootstrapAdministrator(database.db, config);
-
-  if (config.role === 'all' || config.role === 'worker') {
-    workers = await startWorkers({ database, config, queue, clock: systemClock, log: logger });
-  }
-  if (config.role === 'all' || config.role === 'api') {
-    const tls = config.trustProxy ? undefined : await loadTls(config);
-    // Loaded only by processes that serve HTTP: a worker never pays for Fastify and the routes.
-    const { buildApp } = await import('./app.ts');
-    app = await buildApp(config, { database, queue, logger, https: tls && { key: tls.key, cert: tls.cert } });
+  if (stopping) return;
+  if (appModule) {
+    const tls = await tlsLoading;
+    const { buildApp } = await appModule;
+    const built = await buildApp(config, { database, queue, logger, https: tls && { key: tls.key, cert: tls.cert } });
+    if (stopping) return;
+    app = built;
     await app.listen({ port: config.port, host: config.host });
     if (bootstrap.kind === 'first-start') printFirstStart(config.publicUrl, bootstrap, tls?.certFile);
   } else if (bootstrap.kind === 'first-start') {
     printFirstStart(config.publicUrl, bootstrap, undefined);
+  }
+  if (stopping) return;
+  if (config.role === 'all' || config.role === 'worker') {
+    startingWorkers = import('./workers.ts').then(async ({ startWorkers }) => {
+      workers = await startWorkers({ database, config, queue, clock: systemClock, log: logger });
+    });
+    await startingWorkers;
   }
 }
 
@@ -73,6 +98,21 @@ function printFirstStart(publicUrl: string, first: FirstStart, certFile: string 
       '',
     ].join('\n'),
   );
+}
+
+/** Closes the HTTP server; requests still running after `timeoutMs` have their connections cut. */
+async function closeHttp(app: App, timeoutMs: number): Promise<void> {
+  const closed = app.close();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), timeoutMs);
+  });
+  if ((await Promise.race([closed, late])) === 'late') {
+    app.log.warn({ timeoutMs }, 'requests still running at SHUTDOWN_TIMEOUT: their connections are closed');
+    app.server.closeAllConnections();
+  }
+  clearTimeout(timer);
+  await closed;
 }
 
 function onceShutdown(close: () => Promise<void>): () => void {

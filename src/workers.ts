@@ -5,12 +5,18 @@ import type { JobQueue } from './db/job-queue.ts';
 import { emailChannel } from './email/email-channel.ts';
 import { loadTrackingTokens } from './email/tokens.ts';
 import { createMailTransport } from './email/transport.ts';
+import type { InboundReceiver } from './inbound/receiver.ts';
 import { type EngineSettings, SendingEngine } from './sending/engine.ts';
 import type { Clock } from './time.ts';
+import { loadTls } from './tls.ts';
 import { startVoicemailSending } from './voicemail/voicemail-channel.ts';
+import { startWebhookWorker, type WebhookWorker } from './webhooks/webhook-worker.ts';
 
 export interface Workers {
   engine: SendingEngine;
+  /** The inbound mail receiver, when INBOUND_DOMAIN is set. */
+  inbound: InboundReceiver | undefined;
+  webhooks: WebhookWorker;
   stop(): Promise<void>;
 }
 
@@ -47,10 +53,28 @@ export async function startWorkers(deps: {
   const channels = { templated_email: emailChannel(deps.database.db, deps.config, transport, tokens), voicemail_drop: voicemail.channel };
   const engine = new SendingEngine({ ...deps, channels }, engineSettings(deps.config));
   await engine.start();
+  // STARTTLS with the service's certificate (the operator's, or the generated one).
+  // Loaded only when on: smtp-server and mailparser cost a plain worker seconds of start-up.
+  const inbound = deps.config.inbound
+    ? await (await import('./inbound/receiver.ts')).startInboundReceiver({
+        db: deps.database.db,
+        config: deps.config,
+        tokens,
+        transport,
+        clock: deps.clock,
+        log: deps.log,
+        tls: await loadTls(deps.config),
+      })
+    : undefined;
+  const webhooks = await startWebhookWorker(deps);
   deps.log.info({ smtp: deps.config.smtpUrl ? 'pool' : 'outbox' }, 'sending engine started');
   return {
     engine,
+    inbound,
+    webhooks,
     async stop() {
+      await inbound?.stop();
+      await webhooks.stop();
       await engine.stop();
       await voicemail.stop();
       transport.close();

@@ -72,4 +72,37 @@ describe('configuration', () => {
     assert.equal(config.bootstrapAdminKey, key);
     assert.equal(config.publicUrl, 'https://hopper.example.com');
   });
+
+  test('email settings: sender domains, inbound receiver, Postmark credentials, checked together', () => {
+    const config = loadConfig({
+      SENDER_DOMAINS: 'Agents.example, realty.example',
+      INBOUND_DOMAIN: 'In.Hopper.example',
+      HOST: '0.0.0.0',
+      MAIL_POSTAL_ADDRESS: '1 Main St\\nSpringfield',
+    });
+    assert.deepEqual(config.senderDomains, ['agents.example', 'realty.example']);
+    assert.deepEqual(config.inbound, { domain: 'in.hopper.example', host: '0.0.0.0', port: 2525, maxBytes: 10 * 1024 * 1024 });
+    assert.equal(config.mailPostalAddress, '1 Main St\nSpringfield');
+    assert.equal(config.trackOpens, true);
+    assert.equal(loadConfig({}).inbound, undefined);
+    assert.throws(
+      () =>
+        loadConfig({
+          SENDER_DOMAINS: 'not a domain',
+          INBOUND_DOMAIN: 'x..y',
+          INBOUND_SMTP_PORT: '99999',
+          POSTMARK_WEBHOOK_USER: 'pm',
+          TRACK_OPENS: 'maybe',
+        }),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        [
+          'SENDER_DOMAINS',
+          'INBOUND_DOMAIN',
+          'INBOUND_SMTP_PORT',
+          'POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD',
+          'TRACK_OPENS',
+        ].every((name) => error.message.includes(name)),
+    );
+  });
 });

@@ -19,8 +19,9 @@ const COLLECTION_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
  * and the text fields may come before or after it. Every field problem is reported at once.
  */
 export async function createFromUpload(request: FastifyRequest, intake: MediaIntake, userId: number): Promise<MediaRow> {
-  const fields: Record<string, string> = {};
-  const errors: FieldErrors = {};
+  // No prototypes: a form field may be called `__proto__` or `constructor`.
+  const fields: Record<string, string> = Object.create(null);
+  const errors: FieldErrors = Object.create(null);
   let staged: StagedFile | undefined;
   let originalName: string | undefined;
   try {

@@ -29,24 +29,34 @@ function filterValue(spec: FilterSpec): TSchema {
 }
 
 export function envelopeSchema<T extends TSchema>(item: T) {
-  return Type.Object({
-    data: Type.Array(item),
-    links: Type.Object({
-      first: Type.String(),
-      last: Type.String(),
-      prev: Type.Union([Type.String(), Type.Null()]),
-      next: Type.Union([Type.String(), Type.Null()]),
-    }),
-    meta: Type.Object({
-      current_page: Type.Integer(),
-      from: Type.Union([Type.Integer(), Type.Null()]),
-      last_page: Type.Integer(),
-      path: Type.String(),
-      per_page: Type.Integer(),
-      to: Type.Union([Type.Integer(), Type.Null()]),
-      total: Type.Integer(),
-    }),
-  });
+  const title = (item as { title?: string }).title;
+  return Type.Object(
+    {
+      data: Type.Array(item),
+      links: Type.Object(
+        {
+          first: Type.String(),
+          last: Type.String(),
+          prev: Type.Union([Type.String(), Type.Null()]),
+          next: Type.Union([Type.String(), Type.Null()]),
+        },
+        { title: 'PageLinks' },
+      ),
+      meta: Type.Object(
+        {
+          current_page: Type.Integer(),
+          from: Type.Union([Type.Integer(), Type.Null()]),
+          last_page: Type.Integer(),
+          path: Type.String(),
+          per_page: Type.Integer(),
+          to: Type.Union([Type.Integer(), Type.Null()]),
+          total: Type.Integer(),
+        },
+        { title: 'PageMeta' },
+      ),
+    },
+    title ? { title: `${title}Collection` } : {},
+  );
 }
 
 /**

@@ -13,14 +13,23 @@ export const PROBLEMS = {
   account_cancelled: { status: 403, title: 'Account cancelled' },
   https_required: { status: 403, title: 'HTTPS required' },
   invalid_signature: { status: 403, title: 'Invalid signature' },
-  webhook_not_configured: { status: 403, title: 'Webhook not configured' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
+  request_timeout: { status: 408, title: 'Request timeout' },
+  conflict: { status: 409, title: 'Conflict' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
+  request_header_fields_too_large: { status: 431, title: 'Request header fields too large' },
+  idempotency_conflict: { status: 409, title: 'Request in progress' },
+  idempotency_mismatch: { status: 422, title: 'Idempotency key reused' },
+  too_many_requests: { status: 429, title: 'Too many requests' },
   internal: { status: 500, title: 'Internal server error' },
   service_unavailable: { status: 503, title: 'Service unavailable' },
+  // 503, not 4xx: every provider (SendGrid, SES, Postmark, Drop Cowboy) retries a 5xx, so events
+  // posted before the operator set the secret still arrive once it is set.
+  webhook_not_configured: { status: 503, title: 'Webhook not configured' },
+  database_unavailable: { status: 503, title: 'Database unavailable' },
 } as const satisfies Record<DomainErrorCode, unknown> & Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;
@@ -66,4 +75,44 @@ export function problemBody(publicUrl: string, error: HttpError): ProblemBody {
   };
   if (error.errors) body.errors = error.errors;
   return body;
+}
+
+/** Headers every answer carries; HSTS only where the answer reaches the client over HTTPS. */
+export function securityHeaders(https: boolean): Record<string, string> {
+  const headers: Record<string, string> = { 'X-Content-Type-Options': 'nosniff' };
+  if (https) headers['Strict-Transport-Security'] = 'max-age=31536000; includeSubDomains';
+  return headers;
+}
+
+/**
+ * The answer to a request Node's HTTP parser refused before Fastify saw it (a header section over
+ * the size limit, a malformed request line, a client too slow to send its headers): a problem+json
+ * written straight to the socket, with no body when the request was a HEAD, and the connection
+ * closed. Undefined when there is nobody to answer (the client reset the connection).
+ */
+export function clientErrorResponse(
+  publicUrl: string,
+  error: NodeJS.ErrnoException & { rawPacket?: Buffer },
+  https: boolean,
+): string | undefined {
+  if (error.code === 'ECONNRESET') return undefined;
+  const problem =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? new HttpError('request_header_fields_too_large', 'The request line and headers are larger than the server accepts.')
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new HttpError('request_timeout', 'The request did not arrive in time.')
+        : new HttpError('bad_request', 'The request is not well-formed HTTP.');
+  // The parser hands over the bytes it failed on: the start of the request unless the headers ran
+  // long. When that start is not there, the method is unknown and the answer has no body, which
+  // is right for a HEAD and valid for anything else.
+  const start = /^([A-Z]{3,7}) /.exec(error.rawPacket?.subarray(0, 8).toString('latin1') ?? '')?.[1];
+  const body = start && start !== 'HEAD' ? JSON.stringify(problemBody(publicUrl, problem)) : '';
+  const headers = {
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(body)),
+    Connection: 'close',
+    ...securityHeaders(https),
+  };
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  return `HTTP/1.1 ${problem.status} ${PROBLEMS[problem.code].title}\r\n${lines.join('')}\r\n${body}`;
 }

@@ -33,10 +33,11 @@ interface SchemaError {
 }
 
 export function toValidationError(errors: readonly SchemaError[], context: string | undefined): DomainError {
-  const fields: FieldErrors = {};
+  // No prototype: a client's field may be called `constructor` or `__proto__`.
+  const fields: FieldErrors = Object.create(null);
   const add = (field: string, message: string) => {
     const key = field || context || 'body';
-    const list = fields[key] ?? [];
+    const list = Object.hasOwn(fields, key) ? (fields[key] as string[]) : [];
     if (!list.includes(message)) list.push(message);
     fields[key] = list;
   };

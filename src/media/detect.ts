@@ -1,3 +1,4 @@
+import { open } from 'node:fs/promises';
 import { fileTypeFromFile } from 'file-type';
 
 export type MediaKind = 'audio' | 'image';
@@ -45,7 +46,39 @@ export const IMAGE_FORMATS = labels('image').join(', ');
 /** The type of a file judged from its bytes alone (the client's name and Content-Type are not trusted). */
 export async function detectMediaType(path: string): Promise<MediaType | undefined> {
   const found = await fileTypeFromFile(path);
+  if (found?.ext === 'wav' && !(await wholeWav(path))) return undefined;
   return found ? ACCEPTED[found.ext] : undefined;
+}
+
+/**
+ * A WAV whose header adds up: a `fmt ` chunk, then a `data` chunk with samples, every chunk
+ * within the file. `file-type` looks at the first 12 bytes only, so a download cut short (a
+ * header announcing more audio than follows) would otherwise pass for audio a provider cannot play.
+ * A streamed recording's `data` length of 0 or 0xFFFFFFFF means "to the end", and is accepted.
+ */
+async function wholeWav(path: string): Promise<boolean> {
+  const file = await open(path, 'r');
+  try {
+    const size = (await file.stat()).size;
+    let fmt = false;
+    for (let offset = 12, chunks = 0; offset + 8 <= size && chunks < 64; chunks++) {
+      const header = Buffer.alloc(8);
+      await file.read(header, 0, 8, offset);
+      const id = header.toString('latin1', 0, 4);
+      const length = header.readUInt32LE(4);
+      if (id === 'data') {
+        const streamed = length === 0 || length === 0xffffffff;
+        const available = size - offset - 8;
+        return fmt && available > 0 && (streamed || length <= available);
+      }
+      if (offset + 8 + length > size) return false;
+      if (id === 'fmt ') fmt = length >= 16;
+      offset += 8 + length + (length % 2);
+    }
+    return false;
+  } finally {
+    await file.close();
+  }
 }
 
 /** Why `type` may not go into `collection`, or undefined when it may. */

@@ -9,6 +9,7 @@ import type { App } from '../http/context.ts';
 import { HttpError } from '../http/problems.ts';
 import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
+import { homePages } from './home.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
 import { signInRoutes } from './sign-in.ts';
@@ -99,4 +100,5 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
 
   await signInRoutes(web, ctx);
   await accountSettingsRoutes(web, ctx);
+  await homePages(web);
 }

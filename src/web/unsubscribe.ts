@@ -76,7 +76,13 @@ export async function unsubscribePages(app: App, { database: { db }, clock }: Ap
     '/unsubscribe/:token',
     {
       config: { public: true },
-      schema: { tags, summary: 'Unsubscribe confirmation page (does not unsubscribe by itself)', security: [], params: TokenParams },
+      schema: {
+        tags,
+        operationId: 'showUnsubscribePage',
+        summary: 'Unsubscribe confirmation page (does not unsubscribe by itself)',
+        security: [],
+        params: TokenParams,
+      },
     },
     async (request, reply) => {
       const claim = tokens.verify('unsubscribe', request.params.token);
@@ -93,6 +99,7 @@ export async function unsubscribePages(app: App, { database: { db }, clock }: Ap
       config: { public: true },
       schema: {
         tags,
+        operationId: 'unsubscribe',
         summary: 'One-click unsubscribe (RFC 8058): no key, cookie or CSRF token; the signed URL is the authority. Idempotent.',
         security: [],
         params: TokenParams,

@@ -133,7 +133,7 @@ describe('health when the database is gone', () => {
     const t = await startTestApp();
     await t.database.close();
     const reply = await asKey(t.app, undefined).get('/health');
-    assertProblem(reply, 503, 'service_unavailable');
+    assertProblem(reply, 503, 'database_unavailable');
     await t.close();
   });
 });

@@ -50,6 +50,16 @@ describe('media: bad input is a 4xx, never a 500', () => {
     assertProblem(reply, 415, 'unsupported_media_type');
   });
 
+  test('a truncated WAV (60 bytes of a longer one) is refused as audio; a whole tiny one is kept', async () => {
+    const truncated = await postForm(t.app, user.key, url, [{ name: 'file', filename: 'cut.wav', content: wavFile(1).subarray(0, 60) }]);
+    assertProblem(truncated, 400, 'validation');
+    assert.match(truncated.body.errors.file[0], /audio/);
+    const headerOnly = await postForm(t.app, user.key, url, [{ name: 'file', filename: 'empty.wav', content: wavFile(0) }]);
+    assertProblem(headerOnly, 400, 'validation');
+    const tiny = await postForm(t.app, user.key, url, [{ name: 'file', filename: 'tiny.wav', content: wavFile(0.001) }]);
+    assert.equal(tiny.status, 201, tiny.raw);
+  });
+
   test('forms: missing file, file as text, unknown fields, two files, huge or bad names', async () => {
     const missing = await postForm(t.app, user.key, url, [{ name: 'name', value: 'x' }]);
     assertProblem(missing, 400, 'validation');

@@ -12,6 +12,7 @@ import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
+import { seedPgliteDataDir } from './pglite-template.ts';
 
 /**
  * Every test file runs against a real database of its own: PGlite in a fresh directory by default,
@@ -39,12 +40,25 @@ export interface TestAppOptions {
   https?: AppOptions['https'];
   /** Start the sending engine too (ROLE=all), as `npm start` does. */
   workers?: boolean;
+  /** How the SES webhook fetches SNS certificates and subscription URLs. */
+  snsFetch?: AppOptions['snsFetch'];
 }
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
 
 export function testConfigEnv(dataDir: string, env: Record<string, string> = {}): Record<string, string> {
-  const base: Record<string, string> = { DATA_DIR: dataDir, PUBLIC_URL: 'https://hopper.test', LOG_LEVEL: 'silent', PORT: '0' };
+  // A generous DATABASE_TIMEOUT: a loaded test machine must not turn a slow statement into a 503.
+  // test/db/outage.test.ts runs Hopper with the default.
+  // The suite makes thousands of requests a minute with one key: the rate limit is raised for it
+  // (test/http/rate-limit.test.ts sets the default of 600 back and checks it).
+  const base: Record<string, string> = {
+    DATA_DIR: dataDir,
+    PUBLIC_URL: 'https://hopper.test',
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    DATABASE_TIMEOUT: '10s',
+    RATE_LIMIT: '1000000',
+  };
   if (process.env.DATABASE_URL) {
     base.DATABASE_URL = process.env.DATABASE_URL;
     base.DATABASE_SCHEMA = `test_${randomBytes(6).toString('hex')}`;
@@ -66,6 +80,7 @@ async function dropSchemas(url: string, schemas: string[]): Promise<void> {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hopper-test-'));
   const config = loadConfig(testConfigEnv(dataDir, options.env));
+  if (!config.databaseUrl) await seedPgliteDataDir(dataDir);
   const database = await openDatabase(config);
   const queue = await openJobQueue(database, config);
   const bootstrap = await bootstrapAdministrator(database.db, config);
@@ -73,7 +88,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;
   const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger }) : undefined;
-  const app = await buildApp(config, { database, queue, clock, logger, https: options.https });
+  const app = await buildApp(config, { database, queue, clock, logger, https: options.https, snsFetch: options.snsFetch });
   await app.ready();
   return {
     app,

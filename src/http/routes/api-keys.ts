@@ -1,4 +1,4 @@
-import { type Principal, requireReachable } from '../../identity/access.ts';
+import { type Principal, requireManageable, requireReachable } from '../../identity/access.ts';
 import {
   API_KEY_FILTERS,
   ApiKey,
@@ -21,6 +21,11 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
   const errors = problems(...AUTHENTICATED_ERRORS);
   const reachableKey = async (principal: Principal, id: number) =>
     requireReachable(principal, await findLiveApiKey(db, id), 'API key', id).row;
+  const manageableKey = async (principal: Principal, id: number) => {
+    const found = requireReachable(principal, await findLiveApiKey(db, id), 'API key', id);
+    requireManageable(principal, found.owner, 'revoke the keys');
+    return found.row;
+  };
 
   app.get(
     '/users/:user_id/api_keys',
@@ -50,6 +55,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
       },
     },
     async (request, reply) => {
+      requireManageable(request.principal, request.owner, 'mint keys');
       const { key, row } = await createApiKey(db, request.owner.id, request.body.name);
       return reply
         .code(201)
@@ -76,7 +82,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
       },
     },
     async (request) => {
-      const key = await reachableKey(request.principal, request.params.id);
+      const key = await manageableKey(request.principal, request.params.id);
       await revokeApiKey(db, key.id, clock());
       return { success: true };
     },

@@ -20,6 +20,7 @@ import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schem
 export const contactRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['Contacts'];
   const errors = problems(...AUTHENTICATED_ERRORS);
+  const writeErrors = problems(...AUTHENTICATED_ERRORS, 409);
   const reachableContact = async (principal: Principal, id: number) =>
     requireReachable(principal, await findContact(db, id), 'Contact', id).row;
 
@@ -47,7 +48,7 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
         summary: 'Create a contact (an email or a phone is required)',
         params: UserIdParams,
         body: ContactBody,
-        response: { 201: Contact, ...errors },
+        response: { 201: Contact, ...writeErrors },
       },
     },
     async (request, reply) => {
@@ -73,7 +74,7 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
         summary: 'Update a contact (only the fields sent)',
         params: IdParams,
         body: ContactBody,
-        response: { 200: Contact, ...errors },
+        response: { 200: Contact, ...writeErrors },
       },
     },
     async (request) => {

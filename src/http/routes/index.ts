@@ -1,8 +1,10 @@
 import type { AppContext } from '../../context.ts';
 import type { App, RoutePlugin } from '../context.ts';
 import { apiKeyRoutes } from './api-keys.ts';
+import { contactImportRoutes } from './contact-import.ts';
 import { contactRoutes } from './contacts.ts';
 import { mediaRoutes } from './media.ts';
+import { relayWebhookRoutes } from './relay-webhooks.ts';
 import { sendgridWebhookRoutes } from './sendgrid-webhook.ts';
 import { signatureRoutes } from './signatures.ts';
 import { systemRoutes } from './system.ts';
@@ -14,6 +16,7 @@ import { trackingRoutes } from './tracking.ts';
 import { userRoutes } from './users.ts';
 import { voicemailDropRoutes } from './voicemail-drops.ts';
 import { voicemailWebhookRoutes } from './voicemail-webhooks.ts';
+import { webhookRoutes } from './webhooks.ts';
 
 /** The JSON API under /v3: each file declares its routes with their schemas and access rules. */
 const API: RoutePlugin[] = [
@@ -21,11 +24,13 @@ const API: RoutePlugin[] = [
   userRoutes,
   apiKeyRoutes,
   contactRoutes,
+  contactImportRoutes,
   tagRoutes,
   signatureRoutes,
   templatedMessageRoutes,
   voicemailDropRoutes,
   templatedEmailRoutes,
+  webhookRoutes,
 ];
 
 /**
@@ -39,6 +44,7 @@ const OUTSIDE: { plugin: RoutePlugin; prefix?: string }[] = [
   { plugin: mediaRoutes },
   { plugin: trackingRoutes },
   { plugin: sendgridWebhookRoutes, prefix: '/v3' },
+  { plugin: relayWebhookRoutes, prefix: '/v3' },
   { plugin: voicemailWebhookRoutes, prefix: '/v3' },
 ];
 

@@ -21,6 +21,7 @@ import {
   toApiMedia,
 } from '../../media/media.ts';
 import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
+import { dropsUsingMedia } from '../../voicemail/drops.ts';
 import { parseRange } from '../byte-range.ts';
 import type { App } from '../context.ts';
 import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
@@ -36,9 +37,11 @@ const UrlBody = WritableBody(
   },
   ['id', 'file_name', 'mime_type', 'size', 'readable_size', 'download_url', 'created_at', 'updated_at', 'deleted_at'],
 );
+Object.assign(UrlBody, { title: 'MediaFromUrl', examples: [{ full_url: 'https://files.example.com/open-house.wav', name: 'open-house' }] });
 // Documentation only: the form is read part by part in the handler. Without `type`, the schema
-// does not refuse the (absent) parsed body of a multipart request.
+// does not refuse the (absent) parsed body of a multipart request (the document adds it).
 const UploadForm = Type.Unsafe({
+  title: 'MediaUpload',
   properties: {
     file: Type.String({ format: 'binary', description: 'The file; its type is judged from its bytes' }),
     name: Type.String({ maxLength: 255, description: 'Defaults to the file name without extension' }),
@@ -46,6 +49,32 @@ const UploadForm = Type.Unsafe({
   },
   required: ['file'],
 });
+
+/** The types a stored file can have (media/detect.ts keeps no others): audio, and images for other collections. */
+const FILE_TYPES = ['audio/wav', 'audio/mpeg', 'audio/mp4', 'audio/ogg', 'image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+/** Documentation of a file answer: 200 whole, 206 one range (Content-Range), in the file's own type. */
+const fileResponses = (disposition: 'attachment' | 'inline') => {
+  const content = Object.fromEntries(FILE_TYPES.map((type) => [type, { schema: Type.String({ format: 'binary' }) }]));
+  const headers = {
+    'Accept-Ranges': Type.String({ enum: ['bytes'], description: 'Range requests are supported (one range of bytes)' }),
+    'Content-Length': Type.Integer({ minimum: 0, description: 'The bytes of this answer (on HEAD, those GET would send)' }),
+    'Content-Disposition': Type.String({
+      description: 'With the stored file name',
+      examples: [`${disposition}; filename="open-house.wav"`],
+    }),
+  };
+  return {
+    200: { description: 'The whole file, in its type (audio/wav, audio/mpeg, …)', headers, content },
+    206: {
+      description: 'The bytes the Range header asked for',
+      headers: {
+        ...headers,
+        'Content-Range': Type.String({ description: 'The bytes sent and the size of the file', examples: ['bytes 0-1023/96044'] }),
+      },
+      content,
+    },
+  };
+};
 
 const TOKEN = /^[A-Za-z0-9_-]{32}$/;
 
@@ -139,6 +168,14 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
     },
     async (request) => {
       const media = await reachableMedia(request.principal, request.params.id);
+      const users = await dropsUsingMedia(db, media.id);
+      if (users.length > 0) {
+        const named = users.map((d) => `${d.id} (${JSON.stringify(d.name)})`).join(', ');
+        throw new DomainError(
+          'bad_request',
+          `Media ${media.id} is the audio of voicemail drops that are Scheduled or Sending: ${named}. Cancel them or give them other audio first.`,
+        );
+      }
       const deleted = await softDeleteMedia(db, media.user_id, media.id, clock());
       if (!deleted) throw new DomainError('not_found', `Media ${media.id} does not exist.`);
       // The row stays (drops that used it still show it); the bytes go, as the owner asked.
@@ -152,7 +189,12 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
   app.route({
     method: ['GET', 'HEAD'],
     url: '/v3/media/:id/download',
-    schema: { tags, summary: 'Download the file as an attachment (Range requests supported)', params: IdParams, response: errors },
+    schema: {
+      tags,
+      summary: 'Download the file as an attachment (Range requests supported)',
+      params: IdParams,
+      response: { ...fileResponses('attachment'), ...problems(...AUTHENTICATED_ERRORS, 416) },
+    },
     handler: async (request, reply) => {
       const media = await reachableMedia(request.principal, (request.params as { id: number }).id);
       return sendFile(request, reply, storage, media, 'attachment');
@@ -165,10 +207,11 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
     config: { public: true },
     schema: {
       tags,
+      operationId: 'getPublicFile',
       summary: 'The public file behind full_url (no key; Range requests supported)',
       security: [],
       params: Type.Object({ token: Type.String(), file_name: Type.String() }),
-      response: problems(404, 416),
+      response: { ...fileResponses('inline'), ...problems(404, 416) },
     },
     handler: async (request, reply) => {
       const { token, file_name } = request.params as { token: string; file_name: string };

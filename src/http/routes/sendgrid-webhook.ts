@@ -1,20 +1,13 @@
-import { Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
 import { checkSignature, readSendgridBatch } from '../../email/sendgrid-events.ts';
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
-import { problems } from '../schemas.ts';
+import { EventReceipt, problems } from '../schemas.ts';
 
 /** SendGrid flushes at 768 KB per post; the margin covers larger custom arguments. */
 export const WEBHOOK_BODY_LIMIT = 5 * 1024 * 1024;
-
-const Summary = Type.Object({
-  recorded: Type.Integer({ description: 'New events, now counted' }),
-  duplicates: Type.Integer({ description: 'Events already recorded (SendGrid retries posts)' }),
-  ignored: Type.Integer({ description: 'Events of unused types, without a Hopper delivery id, or for unknown deliveries' }),
-});
 
 /**
  * `POST /v3/webhooks/sendgrid`: SendGrid's signed Event Webhook. No API key (SendGrid cannot send
@@ -36,7 +29,7 @@ export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<
       schema: {
         tags: ['Webhooks'],
         summary: "SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates",
-        response: { 200: Summary, ...problems(400, 403, 413, 415) },
+        response: { 200: EventReceipt, ...problems(400, 403, 413, 415) },
       },
     },
     async (request) => {

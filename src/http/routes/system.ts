@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
+import { StringEnum } from '../../json-schema.ts';
 import type { App } from '../context.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
@@ -12,14 +13,21 @@ export async function systemRoutes(app: App, ctx: AppContext): Promise<void> {
       config: { public: true },
       schema: {
         tags: ['System'],
+        operationId: 'getHealth',
         summary: 'Liveness and database reachability',
         security: [],
-        response: { 200: Type.Object({ status: Type.Literal('ok'), database: Type.String() }), ...problems(503) },
+        response: {
+          200: Type.Object(
+            { status: Type.Literal('ok'), database: StringEnum(['pglite', 'postgres'] as const, { description: 'The database in use' }) },
+            { title: 'Health' },
+          ),
+          ...problems(503),
+        },
       },
     },
     async () => {
       if (!(await ctx.database.ping())) {
-        throw new HttpError('service_unavailable', 'The database does not answer.', { headers: { 'Retry-After': '5' } });
+        throw new HttpError('database_unavailable', 'The database does not answer.', { headers: { 'Retry-After': '5' } });
       }
       return { status: 'ok' as const, database: ctx.database.kind };
     },

@@ -1,4 +1,5 @@
 import { CountCache } from '../../db/search.ts';
+import { REPLY_FILTERS, Reply, searchReplies, toApiReply } from '../../email/replies.ts';
 import {
   createEmail,
   deleteEmail,
@@ -96,6 +97,23 @@ export const templatedEmailRoutes: RoutePlugin = async (app, ctx) => {
     async (request) => {
       const { row } = await reachableEmail(request);
       return envelope(await searchDeliveries(db, 'templated_email', row, request.query), toApiDelivery, request, publicUrl);
+    },
+  );
+
+  app.get(
+    '/templated_emails/:id/replies',
+    {
+      schema: {
+        tags,
+        summary: 'List the replies contacts sent to a templated email (filters are OR-combined)',
+        params: IdParams,
+        querystring: searchQuery(REPLY_FILTERS),
+        response: { 200: envelopeSchema(Reply), ...errors },
+      },
+    },
+    async (request) => {
+      const { row } = await reachableEmail(request);
+      return envelope(await searchReplies(db, row, request.query), toApiReply, request, publicUrl);
     },
   );
 

@@ -28,7 +28,13 @@ export async function trackingRoutes(app: App, { database: { db }, clock }: AppC
       config: { public: true },
       // A HEAD probe is not an open.
       exposeHeadRoute: false,
-      schema: { tags, summary: 'Open-tracking pixel of an email (a 1×1 GIF, whatever the token)', security: [], params: TokenParams },
+      schema: {
+        tags,
+        operationId: 'trackOpen',
+        summary: 'Open-tracking pixel of an email (a 1×1 GIF, whatever the token)',
+        security: [],
+        params: TokenParams,
+      },
     },
     async (request, reply) => {
       const claim = tokens.verify('open', request.params.token);
@@ -51,6 +57,7 @@ export async function trackingRoutes(app: App, { database: { db }, clock }: AppC
       exposeHeadRoute: false,
       schema: {
         tags,
+        operationId: 'trackClick',
         summary: 'Click redirect of an email link (302 to the link)',
         security: [],
         params: TokenParams,
