@@ -23,11 +23,14 @@ const ALONE = [
   'test/http/rate-limit.test.ts',
 ];
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 2);
+// A test that hangs fails after this long instead of holding the run until CI's own limit (the
+// longest test, a worker restart with webhook retries, takes about 70 s).
+const TEST_TIMEOUT = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
 
 function runFiles(options: { globPatterns?: string[]; files?: string[]; concurrency: number }): Promise<boolean> {
   return new Promise((resolve) => {
     let failed = false;
-    const stream = run({ ...options, execArgv: ['--import', './test/support/tmpfs.ts'] });
+    const stream = run({ ...options, timeout: TEST_TIMEOUT, forceExit: true, execArgv: ['--import', './test/support/tmpfs.ts'] });
     stream.on('test:fail', () => {
       failed = true;
     });
