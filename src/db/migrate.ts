@@ -19,6 +19,7 @@ import * as contactWebhooksPerStatement from './migrations/0016-contact-webhooks
 import * as webhookWakeups from './migrations/0017-webhook-wakeups.ts';
 import * as deliveryAddresses from './migrations/0018-delivery-addresses.ts';
 import * as providerReceipts from './migrations/0019-provider-receipts.ts';
+import * as textSearchShortPendingList from './migrations/0020-text-search-short-pending-list.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -41,6 +42,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0017-webhook-wakeups': webhookWakeups,
   '0018-delivery-addresses': deliveryAddresses,
   '0019-provider-receipts': providerReceipts,
+  '0020-text-search-short-pending-list': textSearchShortPendingList,
 };
 
 /**

@@ -1,4 +1,5 @@
-import { type Expression, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import { type Expression, type RawBuilder, type SelectExpression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import type { Db } from './database.ts';
 
 /**
  * Search on a collection, as the specification and DESIGN.md §6 describe it: query parameters
@@ -15,6 +16,10 @@ export type Filters = Record<string, FilterSpec>;
 
 export const DEFAULT_PER_PAGE = 15;
 export const MAX_PER_PAGE = 100;
+
+/** A select of any table (a search runs on every collection). */
+// biome-ignore lint/suspicious/noExplicitAny: any table
+export type AnySelect<Row> = SelectQueryBuilder<any, any, Row>;
 
 export type SearchParams = { page?: number; per_page?: number } & Record<string, unknown>;
 
@@ -53,24 +58,28 @@ function filterTerms(filters: Filters, params: SearchParams): Term[] {
   return terms;
 }
 
-/** `filter1 = a OR filter1 = b OR filter2 ILIKE '%c%'`; true when no filter is given. */
-// biome-ignore lint/suspicious/noExplicitAny: filters name columns of whatever table is searched
-export function filterCondition(eb: ExpressionBuilder<any, any>, filters: Filters, params: SearchParams): Expression<SqlBool> {
-  const conditions = filterTerms(filters, params).map((term) => term.condition);
-  return conditions.length > 0 ? eb.or(conditions) : sql<SqlBool>`true`;
+/** Columns a search adds to its page's rows (the total, or the version and counted parts), taken off again. */
+const META = 'search__';
+
+/** One disjoint part of a count: its rows, and the key its total is kept under. */
+interface CountPart {
+  key: string;
+  condition: Expression<SqlBool>;
 }
 
 /**
- * Runs a filtered, paged search. `query` is the owner-scoped base query; the filter condition is
- * added here. The page and the total are two statements, run side by side: a `count(*) OVER ()`
- * riding on the page would make it read every matching row (85 ms for a user with 100,000
- * contacts on PostgreSQL), while alone the page reads `per_page` index entries and the count is
- * an index-only scan (25 ms).
+ * Runs a filtered, paged search in one statement: the page's rows, and riding on them as
+ * uncorrelated sub-selects (each planned on its own, run once) what the total needs. A
+ * `count(*) OVER ()` on the page would instead make it read every matching row (85 ms for a user
+ * with 100,000 contacts on PostgreSQL), while the page alone reads `per_page` index entries and
+ * the count is an index-only scan (25 ms). One statement, not two or four side by side: each
+ * statement costs the API process and PostgreSQL a round trip of their own, which under load
+ * costs more than the work of a search (docs/performance.md).
  *
- * Options: `counts` reuses totals while the rows searched are unchanged (see CountCache);
- * `rowsByIds` makes the page two statements: `query` (then a plain table, quick to plan) finds
- * the page's ids, and `rowsByIds` reads those rows with whatever they join (one statement whose
- * text never changes, so it is prepared once).
+ * Options: `counts` reuses totals while the rows searched are unchanged (see CountCache): only the
+ * parts of the total not yet known are counted, with the collection's version read in the same
+ * statement; `rowsOf` reads the page with whatever it joins: `query` (a plain table, quick to plan)
+ * finds the page's ids, `rowsOf(ids)` returns those rows, in id order.
  */
 export async function runSearch<Row>(
   // biome-ignore lint/suspicious/noExplicitAny: any table
@@ -78,93 +87,127 @@ export async function runSearch<Row>(
   filters: Filters,
   params: SearchParams,
   idColumn: string,
-  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<Row[]> } = {},
+  options: { counts?: VersionedCounts; rowsOf?: (ids: AnySelect<{ id: number }>) => AnySelect<Row> } = {},
 ): Promise<SearchResult<Row>> {
-  const { counts, rowsByIds } = options;
+  const { counts, rowsOf } = options;
   const page = params.page ?? 1;
   const perPage = params.per_page ?? DEFAULT_PER_PAGE;
-  const filtered = query.where((eb) => filterCondition(eb, filters, params));
-  const paged = filtered
+  const terms = filterTerms(filters, params);
+  // `filter1 = a OR filter1 = b OR filter2 ILIKE '%c%'`; every row when no filter is given.
+  const matching =
+    terms.length > 0
+      ? sql<SqlBool>`(${sql.join(
+          terms.map((term) => term.condition),
+          sql` OR `,
+        )})`
+      : undefined;
+  const paged = (matching ? query.where(matching) : query)
     .orderBy(sql.ref(idColumn))
     .limit(perPage)
     .offset((page - 1) * perPage);
-  // Resolves to the page's rows and how many the page query found.
-  const pageRows: Promise<[Row[], number]> = rowsByIds
-    ? paged
-        .clearSelect()
-        .select(sql.ref(idColumn).as('id'))
-        .execute()
-        .then(async (found) => {
-          const ids = (found as { id: number | string }[]).map((row) => Number(row.id));
-          const byId = new Map((await rowsByIds(ids)).map((row) => [Number((row as { id: number }).id), row]));
-          // A row deleted between the two statements is left out.
-          return [ids.flatMap((id) => byId.get(id) ?? []), ids.length];
-        })
-    : paged.execute().then((rows) => [rows, rows.length]);
-  const count = async () => {
-    const counted = await filtered.clearSelect().select(sql<string>`count(*)`.as('n')).executeTakeFirst();
-    return Number((counted as { n: string } | undefined)?.n ?? 0);
-  };
-  if (!counts) {
-    const [[rows], total] = await Promise.all([pageRows, count()]);
-    return { rows, page, perPage, total };
-  }
+  const countOf = (condition?: Expression<SqlBool>): AnySelect<{ n: string }> =>
+    (condition ? query.where(condition) : query).clearSelect().select(sql<string>`count(*)`.as('n'));
 
-  // The collection's version is read before the counts start: a change after that moment gives it
-  // a new version, so a total is never served for a version it was not counted under.
-  const [[rows, found], version] = await Promise.all([pageRows, counts.version()]);
+  const parts = counts ? countParts(terms, counts.key) : [];
+  // What rides on the page: the whole count, or the version and the parts not known yet.
+  // biome-ignore lint/suspicious/noExplicitAny: sub-selects of any table
+  const meta: SelectExpression<any, any>[] = counts
+    ? [
+        counts.version.as(`${META}version`),
+        ...parts.flatMap((part, index) => (counts.cache.entry(part.key) ? [] : [countOf(part.condition).as(`${META}${index}`)])),
+      ]
+    : [countOf(matching).as(`${META}total`)];
+  const pageQuery = rowsOf ? rowsOf(paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id'))) : paged;
+  const found = (await pageQuery.select(meta).execute()) as Record<string, unknown>[];
+  const first = metaOf(found[0]);
+  const rows = found.map(withoutMeta) as Row[];
+
   let total: number;
-  if (found < perPage && (found > 0 || page === 1)) {
+  if (found.length < perPage && (found.length > 0 || page === 1)) {
     // A short page is the last one: the total follows from it.
-    total = (page - 1) * perPage + found;
+    total = (page - 1) * perPage + found.length;
+  } else if (!counts) {
+    // No row came back to carry the total (a page past the end): it is counted on its own.
+    total = Number(found.length > 0 ? first[`${META}total`] : ((await countOf(matching).executeTakeFirst())?.n ?? 0));
   } else {
-    total = await countByTerms(query, filterTerms(filters, params), counts, version);
+    total = await partsTotal(counts, parts, found.length > 0 ? first : undefined, countOf);
   }
+  if (counts && found.length > 0) rememberParts(counts, parts, first);
   return { rows, page, perPage, total };
 }
 
+/** The columns of `META` on a row (none when there is no row). */
+function metaOf(row: Record<string, unknown> | undefined): Record<string, unknown> {
+  const meta: Record<string, unknown> = {};
+  for (const key of Object.keys(row ?? {})) if (key.startsWith(META)) meta[key] = row?.[key];
+  return meta;
+}
+
+function withoutMeta(row: Record<string, unknown>): Record<string, unknown> {
+  for (const key of Object.keys(row)) if (key.startsWith(META)) delete row[key];
+  return row;
+}
+
 /**
- * The exact number of rows matching `t1 OR t2 OR … tn`, as the sum of disjoint parts:
- * `t1`, `t2 AND t1 IS NOT TRUE`, …, `tn AND NOT (any earlier)`. Filters other than text come
- * first, so that the part a text filter adds is the few rows its trigram index finds (minus the
- * earlier parts, checked on those rows only). Each part's count is kept in the CountCache under the
+ * `t1 OR t2 OR … tn` as disjoint parts: `t1`, `t2 AND t1 IS NOT TRUE`, …, `tn AND NOT (any
+ * earlier)` (`IS NOT TRUE`, so that a NULL column counts as not matching, as in the OR). Filters
+ * other than text come first, so that the part a text filter adds is the few rows its trigram index
+ * finds (minus the earlier parts, checked on those rows only). Each part's total is kept under the
  * terms it depends on: `status=Saved&name=abc` and then `status=Saved&name=abd` count the 15,000
  * Saved drops once, and each name only over the rows its index finds (docs/performance.md).
  */
-async function countByTerms<Row>(
-  // biome-ignore lint/suspicious/noExplicitAny: any table
-  query: SelectQueryBuilder<any, any, Row>,
-  terms: Term[],
-  counts: VersionedCounts,
-  version: string,
-): Promise<number> {
-  const countWhere = async (condition: Expression<SqlBool>) => {
-    const counted = await query.where(condition).clearSelect().select(sql<string>`count(*)`.as('n')).executeTakeFirst();
-    return Number((counted as { n: string } | undefined)?.n ?? 0);
-  };
-  if (terms.length === 0) return cached(`${counts.key} []`, () => countWhere(sql<SqlBool>`true`));
+function countParts(terms: Term[], collectionKey: string): CountPart[] {
+  if (terms.length === 0) return [{ key: `${collectionKey} []`, condition: sql<SqlBool>`true` }];
   const ordered = [...terms.filter((term) => !term.text), ...terms.filter((term) => term.text)];
-  const parts = ordered.map((term, index) => {
+  return ordered.map((term, index) => {
     const earlier = ordered.slice(0, index);
-    const key = `${counts.key} ${JSON.stringify(ordered.slice(0, index + 1).map(({ name, value }) => [name, value]))}`;
-    const condition =
-      earlier.length === 0
-        ? term.condition
-        : sql<SqlBool>`${term.condition} AND (${sql.join(
-            earlier.map((e) => e.condition),
-            sql` OR `,
-          )}) IS NOT TRUE`;
-    return cached(key, () => countWhere(condition));
+    return {
+      key: `${collectionKey} ${JSON.stringify(ordered.slice(0, index + 1).map(({ name, value }) => [name, value]))}`,
+      condition:
+        earlier.length === 0
+          ? term.condition
+          : sql<SqlBool>`${term.condition} AND (${sql.join(
+              earlier.map((e) => e.condition),
+              sql` OR `,
+            )}) IS NOT TRUE`,
+    };
   });
-  return (await Promise.all(parts)).reduce((sum, n) => sum + n, 0);
+}
 
-  async function cached(key: string, run: () => Promise<number>): Promise<number> {
-    const known = counts.cache.get(key, version);
-    if (known !== undefined) return known;
-    const total = await run();
-    counts.cache.set(key, version, total);
-    return total;
+/** Keeps the parts counted on the page's first row, under the version read with them. */
+function rememberParts(counts: VersionedCounts, parts: CountPart[], first: Record<string, unknown>): void {
+  const version = String(first[`${META}version`] ?? 0);
+  parts.forEach((part, index) => {
+    const counted = first[`${META}${index}`];
+    if (counted !== undefined) counts.cache.set(part.key, version, Number(counted));
+  });
+}
+
+/**
+ * The total from the parts: those counted with the page, and those known for the version read with
+ * it. When the rows changed since a part was counted (or no row came back to carry the counts), the
+ * parts are counted again, all together with the version, in one more statement.
+ */
+async function partsTotal(
+  counts: VersionedCounts,
+  parts: CountPart[],
+  first: Record<string, unknown> | undefined,
+  countOf: (condition?: Expression<SqlBool>) => AnySelect<{ n: string }>,
+): Promise<number> {
+  if (first) {
+    const version = String(first[`${META}version`] ?? 0);
+    const totals = parts.map((part, index) => {
+      const counted = first[`${META}${index}`];
+      if (counted !== undefined) return Number(counted);
+      return counts.cache.get(part.key, version);
+    });
+    if (totals.every((n) => n !== undefined)) return (totals as number[]).reduce((sum, n) => sum + n, 0);
   }
+  const again = (await counts.db
+    .selectNoFrom([counts.version.as(`${META}version`), ...parts.map((part, index) => countOf(part.condition).as(`${META}${index}`))])
+    .executeTakeFirstOrThrow()) as Record<string, unknown>;
+  rememberParts(counts, parts, again);
+  return parts.reduce((sum, _, index) => sum + Number(again[`${META}${index}`]), 0);
 }
 
 /**
@@ -181,6 +224,11 @@ export class CountCache {
     this.#limit = limit;
   }
 
+  /** The last total kept under `key`, whatever version it was counted under. */
+  entry(key: string): { version: string; total: number } | undefined {
+    return this.#entries.get(key);
+  }
+
   get(key: string, version: string): number | undefined {
     const entry = this.#entries.get(key);
     return entry?.version === version ? entry.total : undefined;
@@ -194,9 +242,10 @@ export class CountCache {
 }
 
 export interface VersionedCounts {
+  db: Db;
   cache: CountCache;
   /** Names the rows searched (collection and owner); the filters are added to it. */
   key: string;
-  /** The current version of those rows. */
-  version: () => Promise<string>;
+  /** The current version of those rows, as a scalar sub-select (read in the search's statement). */
+  version: RawBuilder<string | null>;
 }

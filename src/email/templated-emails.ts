@@ -1,10 +1,11 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
+import type { Insertable } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
+import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';
-import type { CountCache, Filters, SearchParams } from '../db/search.ts';
+import type { AnySelect, CountCache, Filters, SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
@@ -212,9 +213,6 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
 
 // The read of every GET, PUT and DELETE: compiled once, not per request.
 const emailById = precompiled<[number], object>(1, (db, id) => selectMessages(db, 'templated_email').where('msg.id', '=', id));
-const emailsByIds = precompiled<[number[]], object>(1, (db, ids) =>
-  selectMessages(db, 'templated_email').where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`),
-);
 
 /** A live templated email with its counters and owner; undefined when there is none or it was deleted. */
 export async function findEmail(db: Db, id: number): Promise<EmailView | undefined> {
@@ -235,21 +233,20 @@ export async function searchEmails(db: Db, ownerId: number, params: SearchParams
     .selectAll()
     .where('msg.user_id', '=', ownerId)
     .where('msg.deleted_at', 'is', null);
-  const rowsByIds = async (ids: number[]) => (ids.length > 0 ? emailsByIds(db, ids) : []);
-  const result = await searchMessages(db, 'templated_email', ownerId, ownedLive, params, EMAIL_FILTERS, rowsByIds, totals);
+  const rowsOf = (ids: AnySelect<{ id: number }>) => selectMessages(db, 'templated_email').where('msg.id', 'in', ids).orderBy('msg.id');
+  const result = await searchMessages(db, 'templated_email', ownerId, ownedLive, params, EMAIL_FILTERS, rowsOf, totals);
   return { ...result, rows: result.rows.map((joined) => toMessageView<TemplatedEmailRow>(joined)) };
 }
 
-export async function createEmail(ctx: AppContext, ownerId: number, body: EmailInput): Promise<EmailView> {
-  const values = (await emailChanges(ctx, ownerId, body, undefined)) as Insertable<TemplatedEmailsTable>;
-  const id = await createMessage(ctx, 'templated_email', (trx) =>
-    trx
+export async function createEmail(ctx: AppContext, owner: UserRef, body: EmailInput): Promise<EmailView> {
+  const values = (await emailChanges(ctx, owner.id, body, undefined)) as Insertable<TemplatedEmailsTable>;
+  const insert = (db: Db) =>
+    db
       .insertInto('templated_emails')
-      .values({ ...values, user_id: ownerId })
-      .returning(['id', 'status', 'send_at'])
-      .executeTakeFirstOrThrow(),
-  );
-  return requireEmail(ctx.database.db, id);
+      .values({ ...values, user_id: owner.id })
+      .returningAll()
+      .executeTakeFirstOrThrow() as Promise<TemplatedEmailRow>;
+  return createMessage(ctx, 'templated_email', owner, values, insert);
 }
 
 /** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */

@@ -1,16 +1,15 @@
 import { type SelectQueryBuilder, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import { precompiled } from '../db/precompiled.ts';
-import { type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
+import { type AnySelect, type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
 import { MESSAGE_TABLES, type MessageKind } from './kinds.ts';
 
 /**
  * A search of one owner's messages of one kind, `ownedLive` being the kind's table (alias `msg`)
- * narrowed to the owner's live rows. The page's ids and the total come from the
+ * narrowed to the owner's live rows, in one statement. The page's ids and the total come from the
  * message table alone (the owner is known to be live, and every message's media exists); the
- * page's rows are then read by id in one statement that is prepared once, however the search was
- * filtered (`rowsByIds`, the kind's joined read). Totals are reused while the owner's messages
- * are unchanged (`totals`, see CountCache).
+ * page's rows are read by `rowsOf` (the kind's joined read) for those ids. Totals are reused while
+ * the owner's messages are unchanged (`totals`, see CountCache): the owner's change counter, kept
+ * by a trigger (db/migrations/0009), is read in the same statement.
  */
 export function searchMessages<DB, TB extends keyof DB>(
   db: Db,
@@ -19,26 +18,13 @@ export function searchMessages<DB, TB extends keyof DB>(
   ownedLive: SelectQueryBuilder<DB, TB, object>,
   params: SearchParams,
   filters: Filters,
-  rowsByIds: (ids: number[]) => Promise<object[]>,
+  rowsOf: (ids: AnySelect<{ id: number }>) => AnySelect<object>,
   totals: CountCache,
 ): Promise<SearchResult<object>> {
   const table = MESSAGE_TABLES[kind];
+  const version = sql<string | null>`(SELECT sum(version) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`;
   return runSearch<object>(ownedLive, filters, params, 'msg.id', {
-    counts: { cache: totals, key: `${table} ${ownerId}`, version: () => collectionVersion(db, table, ownerId) },
-    rowsByIds,
+    counts: { db, cache: totals, key: `${table} ${ownerId}`, version },
+    rowsOf,
   });
-}
-
-/** The change counter of a user's messages in `collection`, kept by a trigger (db/migrations/0009). */
-const versionRow = precompiled(2, (db, collection: string, userId: number) =>
-  db
-    .selectFrom('collection_versions')
-    .select(sql<string>`sum(version)`.as('version'))
-    .where('collection', '=', collection)
-    .where('user_id', '=', userId),
-);
-
-async function collectionVersion(db: Db, collection: string, userId: number): Promise<string> {
-  const [row] = await versionRow(db, collection, userId);
-  return String(row?.version ?? 0);
 }

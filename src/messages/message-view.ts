@@ -40,17 +40,44 @@ export function selectMessages<K extends MessageKind>(db: Db, kind: K) {
     .where('u.deleted_at', 'is', null);
 }
 
+/** Where each column of a joined row goes: the message row (prefix '') or an extra (`m__name`). */
+interface Split {
+  keys: string[];
+  prefixes: string[];
+  names: string[];
+}
+
+/** The split of a row's columns, worked out once per statement's column list (every row shares it). */
+let lastSplit: Split | undefined;
+
+function splitOf(joined: object): Split {
+  const keys = Object.keys(joined);
+  const last = lastSplit;
+  if (last && last.keys.length === keys.length && last.keys.every((key, index) => key === keys[index])) return last;
+  const prefixes: string[] = [];
+  const names: string[] = [];
+  for (const key of keys) {
+    const cut = key.indexOf('__');
+    prefixes.push(cut < 0 ? '' : key.slice(0, cut));
+    names.push(cut < 0 ? key : key.slice(cut + 2));
+  }
+  lastSplit = { keys, prefixes, names };
+  return lastSplit;
+}
+
 /** Splits a row of `selectMessages` into the message row, its reporting, its owner and extras. */
 export function toMessageView<Row>(joined: object): MessageView<Row> {
+  const { keys, prefixes, names } = splitOf(joined);
+  const values = joined as Record<string, unknown>;
   const row: Record<string, unknown> = {};
   const extras: Record<string, Record<string, unknown>> = {};
-  for (const [key, value] of Object.entries(joined)) {
-    const cut = key.indexOf('__');
-    if (cut < 0) row[key] = value;
+  for (let index = 0; index < keys.length; index++) {
+    const prefix = prefixes[index] as string;
+    const value = values[keys[index] as string];
+    if (prefix === '') row[names[index] as string] = value;
     else {
-      const prefix = key.slice(0, cut);
       extras[prefix] ??= {};
-      (extras[prefix] as Record<string, unknown>)[key.slice(cut + 2)] = value;
+      (extras[prefix] as Record<string, unknown>)[names[index] as string] = value;
     }
   }
   const counts = extras.c ?? {};

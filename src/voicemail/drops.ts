@@ -1,11 +1,12 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import { type Static, Type } from 'typebox';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from '../contacts/phone.ts';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
+import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';
-import type { CountCache, Filters, SearchParams } from '../db/search.ts';
+import type { AnySelect, CountCache, Filters, SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
@@ -116,7 +117,13 @@ export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
  * Checks a create (`current` undefined) or a partial update against the owner's data and the
  * status rules, and returns the columns to write. One validation error reports every problem.
  */
-async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, current: VoicemailDropRow | undefined) {
+async function dropChanges(
+  ctx: AppContext,
+  ownerId: number,
+  body: DropBody,
+  current: VoicemailDropRow | undefined,
+  found: { media?: MediaRow } = {},
+) {
   const { db } = ctx.database;
   const errors: FieldErrors = {};
   const changes: Partial<Insertable<VoicemailDropsTable>> = {};
@@ -136,7 +143,10 @@ async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, cur
       errors.media_id = [
         `must be longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (this one is ${media.duration_seconds} s)`,
       ];
-    } else changes.media_id = media.id;
+    } else {
+      changes.media_id = media.id;
+      found.media = media;
+    }
   }
   if (body.callback_number !== undefined) {
     const digits = normalizeNanpPhone(body.callback_number);
@@ -188,7 +198,6 @@ export function selectDrops(db: Db) {
 
 // The read of every GET, PUT and DELETE: compiled once, not per request.
 const dropById = precompiled<[number], object>(1, (db, id) => selectDrops(db).where('msg.id', '=', id));
-const dropsByIds = precompiled<[number[]], object>(1, (db, ids) => selectDrops(db).where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`));
 
 /** A live drop with its media, counters and owner; undefined when there is none or it was deleted. */
 export async function findDrop(db: Db, id: number): Promise<DropView | undefined> {
@@ -209,21 +218,22 @@ export async function searchDrops(db: Db, ownerId: number, params: SearchParams,
     .selectAll()
     .where('msg.user_id', '=', ownerId)
     .where('msg.deleted_at', 'is', null);
-  const rowsByIds = async (ids: number[]) => (ids.length > 0 ? dropsByIds(db, ids) : []);
-  const result = await searchMessages(db, 'voicemail_drop', ownerId, ownedLive, params, DROP_FILTERS, rowsByIds, totals);
+  const rowsOf = (ids: AnySelect<{ id: number }>) => selectDrops(db).where('msg.id', 'in', ids).orderBy('msg.id');
+  const result = await searchMessages(db, 'voicemail_drop', ownerId, ownedLive, params, DROP_FILTERS, rowsOf, totals);
   return { ...result, rows: result.rows.map((joined) => toMessageView<VoicemailDropRow>(joined)) };
 }
 
-export async function createDrop(ctx: AppContext, ownerId: number, body: Static<typeof CreateDropBody>): Promise<DropView> {
-  const values = (await dropChanges(ctx, ownerId, body, undefined)) as Insertable<VoicemailDropsTable>;
-  const id = await createMessage(ctx, 'voicemail_drop', (trx) =>
-    trx
+export async function createDrop(ctx: AppContext, owner: UserRef, body: Static<typeof CreateDropBody>): Promise<DropView> {
+  const found: { media?: MediaRow } = {};
+  const values = (await dropChanges(ctx, owner.id, body, undefined, found)) as Insertable<VoicemailDropsTable>;
+  const insert = (db: Db) =>
+    db
       .insertInto('voicemail_drops')
-      .values({ ...values, user_id: ownerId })
-      .returning(['id', 'status', 'send_at'])
-      .executeTakeFirstOrThrow(),
-  );
-  return requireDrop(ctx.database.db, id);
+      .values({ ...values, user_id: owner.id })
+      .returningAll()
+      .executeTakeFirstOrThrow() as Promise<VoicemailDropRow>;
+  // The media item was read (and checked) above: the new drop is returned without reading it back.
+  return createMessage(ctx, 'voicemail_drop', owner, values, insert, { m: found.media as unknown as Record<string, unknown> });
 }
 
 /** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */

@@ -238,7 +238,7 @@ describe('message search', () => {
       assert.equal(t.database.queryCount() - again, repeated, 'page 2 reuses the total too');
       const fresh = t.database.queryCount();
       await client.get(`${url}&description=x`);
-      assert.equal(t.database.queryCount() - fresh, repeated + 1, 'a new filter is counted');
+      assert.equal(t.database.queryCount() - fresh, repeated, "a new filter is counted in the search's own statement");
 
       const made = await createMessage(t, kind, owner, { [kind.textField]: 'Another house' });
       assert.equal(await total(), 7, 'create');
