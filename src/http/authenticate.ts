@@ -168,9 +168,10 @@ export async function authenticate(request: FastifyRequest, db: Db, config: Conf
   }
 
   const now = clock();
-  if (owner.status === 'Cancelled' && owner.cancelled_at) {
-    const graceEnds = new Date(owner.cancelled_at.getTime() + config.gracePeriodMs);
-    const cancelled = formatTimestamp(owner.cancelled_at);
+  const { user } = owner;
+  if (user.status === 'Cancelled' && user.cancelled_at) {
+    const graceEnds = new Date(user.cancelled_at.getTime() + config.gracePeriodMs);
+    const cancelled = formatTimestamp(user.cancelled_at);
     if (now >= graceEnds) {
       throw new HttpError(
         'account_cancelled',
@@ -189,5 +190,5 @@ export async function authenticate(request: FastifyRequest, db: Db, config: Conf
     await touchApiKey(db, owner.key_id, now);
     owner.last_used_at = now;
   }
-  return { userId: owner.user_id, teamId: owner.team_id, rank: rankOf(owner.roles), keyId: owner.key_id };
+  return { userId: user.id, teamId: user.team_id, rank: rankOf(user.roles), keyId: owner.key_id, user };
 }

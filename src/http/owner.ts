@@ -13,6 +13,10 @@ export function ownerHook(db: Db) {
     const param = request.routeOptions.config.owner;
     if (!param) return;
     const id = (request.params as Record<string, number>)[param] as number;
-    request.owner = requireReachableUser(request.principal, await findUser(db, id), id);
+    // A user acting on their own collections (`/users/{own id}/…`) is the row authentication read
+    // (as fresh as the principal itself); `/users/{id}` reads it anew, for its writes.
+    const { user } = request.principal;
+    const own = param === 'user_id' && user?.id === id ? user : undefined;
+    request.owner = requireReachableUser(request.principal, own ?? (await findUser(db, id)), id);
   };
 }

@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type ExpressionWrapper, type SqlBool, sql } from 'kysely';
 import type { UserRef } from '../db/owned-rows.ts';
-import type { Database } from '../db/schema.ts';
+import type { Database, UserRow } from '../db/schema.ts';
 import { DomainError } from '../errors.ts';
 import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
 
@@ -10,6 +10,12 @@ export interface Principal {
   readonly teamId: number | null;
   readonly rank: number;
   readonly keyId: number | null;
+  /**
+   * The caller's own user row, when authentication read it (API keys: kept with the key in the
+   * principal cache, forgotten on every change of a user). Routes acting for the caller use it
+   * instead of reading the row again (http/owner.ts).
+   */
+  readonly user?: UserRow;
 }
 
 /**

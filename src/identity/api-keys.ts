@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
-import type { ApiKeyRow } from '../db/schema.ts';
+import type { ApiKeyRow, UserRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
@@ -73,24 +73,19 @@ const keyOwner = precompiled(1, (db, keyHash: Buffer) =>
   db
     .selectFrom('api_keys')
     .innerJoin('users', 'users.id', 'api_keys.user_id')
-    .select([
-      'api_keys.id as key_id',
-      'api_keys.key_hash',
-      'api_keys.last_used_at',
-      'users.id as user_id',
-      'users.team_id',
-      'users.roles',
-      'users.status',
-      'users.cancelled_at',
-    ])
+    .selectAll('users')
+    .select(['api_keys.id as key_id', 'api_keys.key_hash', 'api_keys.last_used_at as key_last_used_at', 'users.id as user_id'])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)
     .where('users.deleted_at', 'is', null),
 );
 
+/** The live key with this digest and its user's whole row (`user`), or undefined. */
 export async function findKeyOwner(db: Db, keyHash: Buffer) {
-  const [owner] = await keyOwner(db, keyHash);
-  return owner;
+  const [found] = await keyOwner(db, keyHash);
+  if (!found) return undefined;
+  const { key_id, key_hash, key_last_used_at, user_id, ...user } = found;
+  return { key_id, key_hash, last_used_at: key_last_used_at, user_id, user: Object.freeze(user) as UserRow };
 }
 
 export async function revokeApiKey(db: Db, id: number, now: Date): Promise<void> {
