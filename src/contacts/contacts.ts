@@ -1,4 +1,4 @@
-import type { Updateable } from 'kysely';
+import { type SqlBool, sql, type Updateable } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
@@ -164,17 +164,21 @@ export async function searchContacts(db: Db, userId: number, params: SearchParam
  * finds; creating one refuses (requireEmailFree).
  */
 export async function findContactByEmail(db: Db, userId: number, email: string, exceptId?: number): Promise<ContactRow | undefined> {
-  let query = db
+  let query = contactsWithEmail(db, userId, email);
+  if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
+  return query.orderBy('id').executeTakeFirst();
+}
+
+/** The owner's live contacts with this email address, in any letter case (index of migration 0012). */
+function contactsWithEmail(db: Db, userId: number, email: string) {
+  return db
     .selectFrom('contacts')
     .selectAll()
     .where('user_id', '=', userId)
     .where('deleted_at', 'is', null)
     .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()));
-  if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
-  return query.orderBy('id').executeTakeFirst();
 }
 
-/** One person, one contact: an email address another contact of the owner has is a 409 naming it. */
 async function requireEmailFree(db: Db, userId: number, email: string | null | undefined, exceptId?: number): Promise<void> {
   if (!email) return;
   const existing = await findContactByEmail(db, userId, email, exceptId);
@@ -189,20 +193,40 @@ async function requireEmailFree(db: Db, userId: number, email: string | null | u
   }
 }
 
-/** Creates a contact with its tags in one transaction: a failure leaves neither behind. */
+/**
+ * Creates a contact with its tags in one transaction: a failure leaves neither behind. The row is
+ * written only while no other live contact of the owner has its email address (checked in the
+ * insert itself, so a create without tags is one statement); when one has, the answer is a 409
+ * naming it. Two creates of one address at the same moment may still both pass: a message sends
+ * that address one email all the same (sending/deliveries.ts).
+ */
 export async function createContact(db: Db, userId: number, body: ContactInput) {
   const { fields, tags = [] } = contactChanges(body);
-  await requireEmailFree(db, userId, fields.email);
+  const given = Object.entries(fields).filter(([, value]) => value !== undefined);
   const insert = (trx: Db) =>
     trx
       .insertInto('contacts')
-      .values({ ...fields, user_id: userId })
+      .columns(['user_id', ...given.map(([column]) => column)] as (keyof ContactsTable)[])
+      .expression(
+        trx
+          .selectNoFrom([sql`${userId}::bigint`.as('user_id'), ...given.map(([column, value]) => sql`${value}`.as(column))])
+          .where(({ not, exists }) => (fields.email ? not(exists(contactsWithEmail(trx, userId, fields.email))) : sql<SqlBool>`true`)),
+      )
       .returningAll()
-      .executeTakeFirstOrThrow();
-  // Without tags a create is one statement: a new contact has no links to replace.
-  if (tags.length === 0) return toApiContact(await insert(db), []);
+      .executeTakeFirst();
+  const created = async (trx: Db): Promise<ContactRow> => {
+    for (let attempt = 1; ; attempt++) {
+      const row = await insert(trx);
+      if (row) return row;
+      // Refused: a 409 naming the contact that holds the address, unless it was deleted meanwhile.
+      await requireEmailFree(trx, userId, fields.email);
+      if (attempt === 2)
+        throw new DomainError('conflict', `The email address ${fields.email} is taken and freed again meanwhile; try again.`);
+    }
+  };
+  if (tags.length === 0) return toApiContact(await created(db), []);
   return db.transaction().execute(async (trx) => {
-    const row = await insert(trx);
+    const row = await created(trx);
     return toApiContact(row, await setContactTags(trx, userId, row.id, tags));
   });
 }

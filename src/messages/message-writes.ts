@@ -1,9 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
+import type { UserRef } from '../db/owned-rows.ts';
 import { validationError } from '../errors.ts';
 import { MESSAGE_TABLES, type MessageKind } from './kinds.ts';
 import { deletionRefusal, type MessageStatus } from './lifecycle.ts';
+import type { MessageView } from './message-view.ts';
+import { emptyReporting } from './reporting.ts';
 
 /**
  * The writes every message kind shares: create, update and delete, each keeping the status rules
@@ -41,17 +44,28 @@ async function scheduleIfDue(
   await ctx.queue.scheduleDue(trx, { kind, id, sendAt: sendAt.toISOString() });
 }
 
-/** Creates a message: the row (written by `insert`) and, when it is due, its due job, in one transaction. */
-export async function createMessage(
+/**
+ * Creates a message and returns it as a read would (no counters yet). `insert` writes the row and
+ * returns it whole. A message that is due (Scheduled) gets its due job in the same transaction:
+ * both are kept or neither. Any other message is that one statement.
+ */
+export async function createMessage<Row extends CheckedMessage>(
   ctx: WriteContext,
   kind: MessageKind,
-  insert: (trx: Db) => Promise<{ id: number; status: MessageStatus; send_at: Date | null }>,
-): Promise<number> {
-  return ctx.database.db.transaction().execute(async (trx) => {
-    const row = await insert(trx);
-    await scheduleIfDue(ctx, trx, kind, row.id, undefined, row);
-    return row.id;
-  });
+  owner: UserRef,
+  values: { status?: unknown },
+  insert: (db: Db) => Promise<Row>,
+  extras: MessageView<Row>['extras'] = {},
+): Promise<MessageView<Row>> {
+  const row =
+    values.status === 'Scheduled'
+      ? await ctx.database.db.transaction().execute(async (trx) => {
+          const inserted = await insert(trx);
+          await scheduleIfDue(ctx, trx, kind, inserted.id, undefined, inserted);
+          return inserted;
+        })
+      : await insert(ctx.database.db);
+  return { row, reporting: emptyReporting(), owner, extras };
 }
 
 /**

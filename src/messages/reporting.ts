@@ -18,5 +18,12 @@ export const COUNTERS = [
 export type Counter = (typeof COUNTERS)[number];
 export type Reporting = { date: null } & Record<Counter, number>;
 
+/** The reporting of a message nothing has happened to yet (a new one). */
+export function emptyReporting(): Reporting {
+  const reporting = { date: null } as Reporting;
+  for (const name of COUNTERS) reporting[name] = 0;
+  return reporting;
+}
+
 /** Counter rows per message: concurrent writers mostly hit different rows. */
 export const COUNTER_SHARDS = 16;

@@ -58,7 +58,7 @@ export const templatedEmailRoutes: RoutePlugin = async (app, ctx) => {
       },
     },
     async (request, reply) => {
-      const view = await createEmail(ctx, request.owner.id, request.body);
+      const view = await createEmail(ctx, request.owner, request.body);
       return reply.code(201).header('Location', `${publicUrl}/v3/templated_emails/${view.row.id}`).send(toApi(view));
     },
   );

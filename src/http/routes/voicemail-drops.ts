@@ -58,7 +58,7 @@ export const voicemailDropRoutes: RoutePlugin = async (app, ctx) => {
       },
     },
     async (request, reply) => {
-      const view = await createDrop(ctx, request.owner.id, request.body);
+      const view = await createDrop(ctx, request.owner, request.body);
       return reply.code(201).header('Location', `${publicUrl}/v3/voicemail_drops/${view.row.id}`).send(toApi(view));
     },
   );
