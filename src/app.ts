@@ -18,7 +18,7 @@ import { ownerHook } from './http/owner.ts';
 import { clientErrorResponse, HttpError, problemBody, securityHeaders } from './http/problems.ts';
 import { registerRateLimit } from './http/rate-limit.ts';
 import { registerRoutes } from './http/routes/index.ts';
-import { toValidationError, validatorCompiler } from './http/validation.ts';
+import { lazySerializers, toValidationError, validatorCompiler } from './http/validation.ts';
 import type { Principal } from './identity/access.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type Clock, systemClock } from './time.ts';
@@ -110,6 +110,8 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
     },
     forceCloseConnections: 'idle' as const,
     return503OnClosing: false,
+    // Response serializers compiled on a route's first answer, not at start (http/validation.ts).
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
   };
   const app = (options.https
     ? Fastify({ ...serverOptions, https: { ...options.https, ...TLS_SERVER_OPTIONS, maxHeaderSize: PARSER_HEADER_LIMIT } })

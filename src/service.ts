@@ -16,10 +16,12 @@ import type { Workers } from './workers.ts';
  */
 async function main(): Promise<void> {
   const config = loadConfig();
-  // A worker allocates fast and keeps little (about 50 MB live): with V8's default growth on a
-  // large machine its heap balloons to several hundred MB of garbage between collections. Sized
-  // for memory, it peaks near 150 MB at the same throughput (bench/send.ts).
-  if (config.role !== 'api') setFlagsFromString('--optimize-for-size');
+  // A dedicated worker allocates fast and keeps little (about 50 MB live): with V8's default growth
+  // on a large machine its heap balloons to several hundred MB of garbage between collections.
+  // Sized for memory, it peaks near 150 MB at the same throughput (bench/send.ts). Not when the
+  // process also serves the API (ROLE=all): there the memory-reducing collections cost a search
+  // of 15 drops 1.7 ms of collection and halved its throughput (docs/performance.md).
+  if (config.role === 'worker') setFlagsFromString('--optimize-for-size');
   const logger = createLogger(config);
   const serves = config.role === 'all' || config.role === 'api';
   // Modules load while the database opens (docs/performance.md: start-up). A worker never pays for
