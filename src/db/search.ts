@@ -78,8 +78,9 @@ interface CountPart {
  *
  * Options: `counts` reuses totals while the rows searched are unchanged (see CountCache): only the
  * parts of the total not yet known are counted, with the collection's version read in the same
- * statement; `rowsOf` reads the page with whatever it joins: `query` (a plain table, quick to plan)
- * finds the page's ids, `rowsOf(ids)` returns those rows, in id order.
+ * statement; `rowsByIds` makes the page two statements: `query` (a plain table, quick to plan)
+ * finds the page's ids with the totals, and `rowsByIds` reads those rows with whatever they join
+ * (one statement whose text never changes, so PostgreSQL plans it once per connection).
  */
 export async function runSearch<Row>(
   // biome-ignore lint/suspicious/noExplicitAny: any table
@@ -87,9 +88,9 @@ export async function runSearch<Row>(
   filters: Filters,
   params: SearchParams,
   idColumn: string,
-  options: { counts?: VersionedCounts; rowsOf?: (ids: AnySelect<{ id: number }>) => AnySelect<Row> } = {},
+  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<Row[]> } = {},
 ): Promise<SearchResult<Row>> {
-  const { counts, rowsOf } = options;
+  const { counts, rowsByIds } = options;
   const page = params.page ?? 1;
   const perPage = params.per_page ?? DEFAULT_PER_PAGE;
   const terms = filterTerms(filters, params);
@@ -117,10 +118,16 @@ export async function runSearch<Row>(
         ...parts.flatMap((part, index) => (counts.cache.entry(part.key) ? [] : [countOf(part.condition).as(`${META}${index}`)])),
       ]
     : [countOf(matching).as(`${META}total`)];
-  const pageQuery = rowsOf ? rowsOf(paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id'))) : paged;
+  const pageQuery = (rowsByIds ? paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id')) : paged) as AnySelect<object>;
   const found = (await pageQuery.select(meta).execute()) as Record<string, unknown>[];
   const first = metaOf(found[0]);
-  const rows = found.map(withoutMeta) as Row[];
+  let rows: Row[];
+  if (rowsByIds) {
+    const ids = found.map((row) => Number(row.id));
+    const byId = new Map((ids.length > 0 ? await rowsByIds(ids) : []).map((row) => [Number((row as { id: number }).id), row]));
+    // A row deleted between the two statements is left out.
+    rows = ids.flatMap((id) => byId.get(id) ?? []);
+  } else rows = found.map(withoutMeta) as Row[];
 
   let total: number;
   if (found.length < perPage && (found.length > 0 || page === 1)) {

@@ -1,11 +1,11 @@
-import type { Insertable } from 'kysely';
+import { type Insertable, type SqlBool, sql } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';
-import type { AnySelect, CountCache, Filters, SearchParams } from '../db/search.ts';
+import type { CountCache, Filters, SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
@@ -214,6 +214,10 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
 // The read of every GET, PUT and DELETE: compiled once, not per request.
 const emailById = precompiled<[number], object>(1, (db, id) => selectMessages(db, 'templated_email').where('msg.id', '=', id));
 
+const emailsByIds = precompiled<[number[]], object>(1, (db, ids) =>
+  selectMessages(db, 'templated_email').where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`),
+);
+
 /** A live templated email with its counters and owner; undefined when there is none or it was deleted. */
 export async function findEmail(db: Db, id: number): Promise<EmailView | undefined> {
   const [joined] = await emailById(db, id);
@@ -233,8 +237,16 @@ export async function searchEmails(db: Db, ownerId: number, params: SearchParams
     .selectAll()
     .where('msg.user_id', '=', ownerId)
     .where('msg.deleted_at', 'is', null);
-  const rowsOf = (ids: AnySelect<{ id: number }>) => selectMessages(db, 'templated_email').where('msg.id', 'in', ids).orderBy('msg.id');
-  const result = await searchMessages(db, 'templated_email', ownerId, ownedLive, params, EMAIL_FILTERS, rowsOf, totals);
+  const result = await searchMessages(
+    db,
+    'templated_email',
+    ownerId,
+    ownedLive,
+    params,
+    EMAIL_FILTERS,
+    (ids) => emailsByIds(db, ids),
+    totals,
+  );
   return { ...result, rows: result.rows.map((joined) => toMessageView<TemplatedEmailRow>(joined)) };
 }
 

@@ -1,6 +1,6 @@
 import { type SelectQueryBuilder, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import { type AnySelect, type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
+import { type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
 import { MESSAGE_TABLES, type MessageKind } from './kinds.ts';
 
 /**
@@ -18,13 +18,13 @@ export function searchMessages<DB, TB extends keyof DB>(
   ownedLive: SelectQueryBuilder<DB, TB, object>,
   params: SearchParams,
   filters: Filters,
-  rowsOf: (ids: AnySelect<{ id: number }>) => AnySelect<object>,
+  rowsByIds: (ids: number[]) => Promise<object[]>,
   totals: CountCache,
 ): Promise<SearchResult<object>> {
   const table = MESSAGE_TABLES[kind];
   const version = sql<string | null>`(SELECT sum(version) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`;
   return runSearch<object>(ownedLive, filters, params, 'msg.id', {
     counts: { db, cache: totals, key: `${table} ${ownerId}`, version },
-    rowsOf,
+    rowsByIds,
   });
 }

@@ -1,4 +1,4 @@
-import { type Insertable, sql } from 'kysely';
+import { type Insertable, type SqlBool, sql } from 'kysely';
 import { type Static, Type } from 'typebox';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from '../contacts/phone.ts';
 import type { AppContext } from '../context.ts';
@@ -6,7 +6,7 @@ import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';
-import type { AnySelect, CountCache, Filters, SearchParams } from '../db/search.ts';
+import type { CountCache, Filters, SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
@@ -199,6 +199,8 @@ export function selectDrops(db: Db) {
 // The read of every GET, PUT and DELETE: compiled once, not per request.
 const dropById = precompiled<[number], object>(1, (db, id) => selectDrops(db).where('msg.id', '=', id));
 
+const dropsByIds = precompiled<[number[]], object>(1, (db, ids) => selectDrops(db).where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`));
+
 /** A live drop with its media, counters and owner; undefined when there is none or it was deleted. */
 export async function findDrop(db: Db, id: number): Promise<DropView | undefined> {
   const [joined] = await dropById(db, id);
@@ -218,8 +220,7 @@ export async function searchDrops(db: Db, ownerId: number, params: SearchParams,
     .selectAll()
     .where('msg.user_id', '=', ownerId)
     .where('msg.deleted_at', 'is', null);
-  const rowsOf = (ids: AnySelect<{ id: number }>) => selectDrops(db).where('msg.id', 'in', ids).orderBy('msg.id');
-  const result = await searchMessages(db, 'voicemail_drop', ownerId, ownedLive, params, DROP_FILTERS, rowsOf, totals);
+  const result = await searchMessages(db, 'voicemail_drop', ownerId, ownedLive, params, DROP_FILTERS, (ids) => dropsByIds(db, ids), totals);
   return { ...result, rows: result.rows.map((joined) => toMessageView<VoicemailDropRow>(joined)) };
 }
 
