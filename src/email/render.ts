@@ -72,11 +72,25 @@ export function composeHtml(content: Content, person: Person): string {
 
 /** The absolute URLs of one delivery's tracking and unsubscribe links. */
 export function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliveryId: number) {
+  const unsubscribeToken = tokens.sign('unsubscribe', deliveryId);
   return {
     open: `${publicUrl}/t/o/${tokens.sign('open', deliveryId)}.gif`,
     click: (link: number) => `${publicUrl}/t/c/${tokens.sign('click', deliveryId, link)}`,
-    unsubscribe: `${publicUrl}/unsubscribe/${tokens.sign('unsubscribe', deliveryId)}`,
+    unsubscribe: `${publicUrl}/unsubscribe/${unsubscribeToken}`,
+    unsubscribeToken,
   };
+}
+
+/** The text form of a message's signature, worked out once per prepared message (not per email). */
+const signatureTexts = new WeakMap<PreparedEmail, string>();
+function signatureText(prepared: PreparedEmail): string {
+  if (!prepared.signatureHtml) return '';
+  let text = signatureTexts.get(prepared);
+  if (text === undefined) {
+    text = htmlToText(prepared.signatureHtml);
+    signatureTexts.set(prepared, text);
+  }
+  return text;
 }
 
 /**
@@ -90,7 +104,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
   const { sender, inboundDomain, tokens } = prepared;
   const mailto = inboundDomain
     ? `mailto:u-${tokens.signForAddress('unsubscribe', delivery.id)}@${inboundDomain}?subject=unsubscribe`
-    : `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${tokens.sign('unsubscribe', delivery.id)}`;
+    : `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${links.unsubscribeToken}`;
   const postal = sender.postalAddress?.trim() ?? '';
 
   const content = composeHtml(prepared, delivery);
@@ -105,9 +119,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
 
   const greeting = delivery.first_name?.trim() ? message.greeting_with_first_name : message.greeting_without_first_name;
   const fill = (text: string, asHtml: boolean) => fillMergeTags(text, delivery, asHtml);
-  const closing = [fill(message.closing.trim(), false), prepared.signatureHtml ? htmlToText(prepared.signatureHtml) : '']
-    .filter(Boolean)
-    .join('\n');
+  const closing = [fill(message.closing.trim(), false), signatureText(prepared)].filter(Boolean).join('\n');
   const text = [
     fill(greeting.trim(), false),
     htmlToText(fill(message.body, true)),
