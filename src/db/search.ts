@@ -72,9 +72,9 @@ interface CountPart {
  * uncorrelated sub-selects (each planned on its own, run once) what the total needs. A
  * `count(*) OVER ()` on the page would instead make it read every matching row (85 ms for a user
  * with 100,000 contacts on PostgreSQL), while the page alone reads `per_page` index entries and
- * the count is an index-only scan (25 ms). One statement, not two or four side by side: each
- * statement costs the API process and PostgreSQL a round trip of their own, which under load
- * costs more than the work of a search (docs/performance.md).
+ * the count is an index-only scan (25 ms). As few statements as possible: each costs the API
+ * process and PostgreSQL a round trip of their own, which under load costs more than the work of
+ * a search (docs/performance.md).
  *
  * Options: `counts` reuses totals while the rows searched are unchanged (see CountCache): only the
  * parts of the total not yet known are counted, with the collection's version read in the same
