@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { recordSent } from '../../src/sending/deliveries.ts';
 import { createMessage, createOwnContact, DROPS } from '../messages/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
@@ -121,4 +122,55 @@ describe('deliveries of a message', () => {
     assert.ok(!idsOf(await client.get(url())).includes(reply.body.data[0].id));
     assertProblem(await asKey(t.app, outsider.key).get(dropUrl), 403, 'forbidden');
   });
+});
+
+/** recordSent, the engine's hot path: a VALUES list up to 20 outcomes, arrays past it; fenced by the claim. */
+describe('recording sent outcomes', () => {
+  let t: TestApp;
+  let email: { id: number; deliveries: SentDelivery[] };
+
+  before(async () => {
+    t = await startTestApp({ workers: true });
+    email = await sendEmail(t, await createUser(t, 'User', await createTeam(t)), 3);
+  });
+  after(() => t.close());
+
+  const sentCount = async () => {
+    const { rows } = await sql<{ sent: string }>`
+      SELECT coalesce(sum(sent), 0) AS sent FROM message_counters WHERE message_kind = 'templated_email' AND message_id = ${email.id}`.execute(
+      t.database.db,
+    );
+    return Number(rows[0]?.sent);
+  };
+  const reclaim = () =>
+    sql`UPDATE deliveries SET state = 'sending', attempts = 2 WHERE message_kind = 'templated_email' AND message_id = ${email.id}`.execute(
+      t.database.db,
+    );
+
+  for (const size of [3, 25]) {
+    test(`${size} outcomes in one statement: only current claims move, each counted once`, async () => {
+      await reclaim();
+      const before = await sentCount();
+      const [a, b, c] = email.deliveries.map((d) => d.id) as [number, number, number];
+      const outcomes = [
+        { id: a, attempts: 2, providerMessageId: '<a@x>' },
+        { id: b, attempts: 2, providerMessageId: null },
+        { id: c, attempts: 1, providerMessageId: '<stale@x>' }, // a claim that was taken over: not ours
+      ];
+      // Ids nobody has: nothing moves for them.
+      for (let i = outcomes.length; i < size; i++) outcomes.push({ id: 1_000_000_000 + i, attempts: 1, providerMessageId: null });
+      assert.equal(await recordSent(t.database.db, outcomes, new Date(), 3), 2);
+      assert.equal(await sentCount(), before + 2);
+      const { rows } = await sql<{ id: string; state: string; provider_message_id: string | null }>`
+        SELECT id, state, provider_message_id FROM deliveries WHERE id = ANY (${[a, b, c]}::bigint[]) ORDER BY id`.execute(t.database.db);
+      assert.deepEqual(
+        rows.map((r) => [Number(r.id), r.state, r.provider_message_id]),
+        [
+          [a, 'sent', '<a@x>'],
+          [b, 'sent', null],
+          [c, 'sending', `<templated_email-${email.id}.${c}@hopper.test>`],
+        ],
+      );
+    });
+  }
 });
