@@ -63,11 +63,20 @@ export function createLogger(config: Config, stream?: NodeJS.WritableStream) {
       // validation error, a message) never reaches the log.
       hooks: { streamWrite: (line: string) => line.replace(API_KEY_IN_TEXT, 'hop_[redacted]') },
     },
-    // Asynchronous writes: a request's log lines join a buffer written while the next requests are
-    // served, instead of a blocking write(2) per line (docs/performance.md). pino flushes the buffer
-    // synchronously when the process exits.
-    stream ?? pino.destination({ dest: 1, sync: false }),
+    stream ?? bufferedStdout(),
   );
+}
+
+/**
+ * Standard output, written asynchronously in blocks of at least 4 kB, and at least every 250 ms:
+ * a request's log line joins a buffer written while the next requests are served, instead of a
+ * write(2) per line (docs/performance.md). pino flushes the buffer synchronously when the process
+ * exits; a SIGKILL loses at most the last 250 ms of lines.
+ */
+function bufferedStdout() {
+  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  setInterval(() => destination.flush(), 250).unref();
+  return destination;
 }
 
 export type Logger = ReturnType<typeof createLogger>;
