@@ -66,7 +66,7 @@ class RequestLog extends LogController {
   }
 }
 
-/** Builds the HTTP application; `main.ts` decides whether and where it listens. */
+/** Builds the HTTP application; `service.ts` decides whether and where it listens. */
 export async function buildApp(config: Config, options: AppOptions): Promise<App> {
   // Requests use the database with bounded waits: one that is down or frozen answers 503 quickly.
   const database: DatabaseHandle = { ...options.database, db: options.database.requestDb };
@@ -99,7 +99,7 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
         .send(problemBody(config.publicUrl, new HttpError('bad_request', message)));
     },
     // While closing, requests that arrive on kept-alive connections are still served, answered with
-    // `Connection: close` (main.ts closes the database only after HTTP has drained).
+    // `Connection: close` (service.ts closes the database only after HTTP has drained).
     // Errors Node's HTTP parser raises before Fastify sees a request (431, malformed request line).
     clientErrorHandler(error: Error, socket: import('node:net').Socket) {
       const response = clientErrorResponse(config.publicUrl, error, secure);
