@@ -265,7 +265,9 @@ describe('two workers share one send', () => {
       await untilSent(setup.database, setup.messageId);
       await assertSentOnce(setup.database, sink, setup.messageId, recipients, new Set());
       assert.equal(ours(sink, setup.messageId).length, recipients, 'no email twice');
-      // Deliveries per worker, from their logs: each claimed a share, and the shares add up.
+      // Deliveries per worker, from their logs: each claimed a share, and the shares add up. Read
+      // once they have stopped: a process writes its log in blocks, all of it by its exit.
+      await Promise.all(workers.map((w) => stopHopper(w)));
       const claimed = workers.map((w) => w.logs('deliveries claimed').reduce((n, entry) => n + Number(entry.claimed), 0));
       t.diagnostic(`deliveries claimed per worker: ${claimed.join(' + ')}`);
       assert.ok(
