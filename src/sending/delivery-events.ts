@@ -141,28 +141,55 @@ export async function recordDeliveryEvents(db: Db, events: readonly DeliveryEven
     const matched = Number(result[0]?.matched ?? 0);
     const fresh = (result[0]?.fresh ?? []).map((e) => ({ ...e, occurred_at: new Date(e.occurred_at) }));
     if (fresh.length > 0) {
-      await moveStates(trx, fresh, now);
-      await addCounters(trx, fresh);
+      const moves = await moveStates(trx, fresh, now);
+      await addCounters(trx, fresh.filter(counts(moves)));
       await changeContacts(trx, fresh, now);
     }
     return { recorded: fresh.length, duplicates: matched - fresh.length, unknown: events.length - matched };
   });
 }
 
-async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
+const BOUNCES = new Set<DeliveryEventType>(['hard_bounce', 'soft_bounce']);
+
+/** What moving the states did: the event that decided each delivery's new state, and which moved. */
+interface Moves {
+  decided: Map<number, Fresh>;
+  moved: Set<number>;
+  /** Deliveries the sending engine still holds (queued, sending): their states are its to move. */
+  held: Set<number>;
+}
+
+/**
+ * Which fresh events count. A delivery bounces once, however many report it: the relay's SMTP
+ * answer, SendGrid, SES or Postmark, and the DSN mailed to its VERP address may all tell of the
+ * same bounce, each under an event id of its own. So a bounce counts only when it is the event that
+ * moved its delivery to `bounced` (or when the engine still holds the delivery, as before). Every
+ * other event counts once per source event, as deduplicated on storing.
+ */
+function counts(moves: Moves): (event: Fresh) => boolean {
+  return (event) =>
+    !BOUNCES.has(event.type) ||
+    moves.held.has(event.delivery_id) ||
+    (moves.moved.has(event.delivery_id) && moves.decided.get(event.delivery_id) === event);
+}
+
+async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
   // The highest-ranked new state per delivery (and when it happened, for delivered_at).
-  const target = new Map<number, { state: DeliveryState; at: Date }>();
+  const target = new Map<number, { state: DeliveryState; at: Date; event: Fresh }>();
   for (const event of fresh) {
     const state = EFFECTS[event.type].state;
     if (!state) continue;
     const current = target.get(event.delivery_id);
-    if (!current || (RANK_OF[state] ?? 1) > (RANK_OF[current.state] ?? 1)) target.set(event.delivery_id, { state, at: event.occurred_at });
+    if (!current || (RANK_OF[state] ?? 1) > (RANK_OF[current.state] ?? 1)) {
+      target.set(event.delivery_id, { state, at: event.occurred_at, event });
+    }
   }
-  if (target.size === 0) return;
+  const moves: Moves = { decided: new Map([...target].map(([id, t]) => [id, t.event])), moved: new Set(), held: new Set() };
+  if (target.size === 0) return moves;
   const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: RANK_OF[state] ?? 1, at: at.toISOString() }));
   // A delivery still queued or being handed over belongs to the sending engine, which counts its
   // outcome itself; the lock is taken in id order (see recordDeliveryEvents).
-  await sql`
+  const { rows } = await sql<{ id: number; held: boolean }>`
     WITH x AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
     ), locked AS (
@@ -170,11 +197,18 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
       WHERE d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank
       ORDER BY d.id
       FOR NO KEY UPDATE OF d
+    ), moved AS (
+      UPDATE deliveries d
+      SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
+      FROM x JOIN locked USING (id)
+      WHERE d.id = x.id AND d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank
+      RETURNING d.id
     )
-    UPDATE deliveries d
-    SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
-    FROM x JOIN locked USING (id)
-    WHERE d.id = x.id AND d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank`.execute(trx);
+    SELECT id, false AS held FROM moved
+    UNION ALL
+    SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN ('queued', 'sending')`.execute(trx);
+  for (const row of rows) (row.held ? moves.held : moves.moved).add(Number(row.id));
+  return moves;
 }
 
 async function addCounters(trx: Db, fresh: Fresh[]): Promise<void> {

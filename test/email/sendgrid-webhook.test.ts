@@ -6,6 +6,7 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { loadConfig } from '../../src/config.ts';
+import { recordDeliveryEvents } from '../../src/sending/delivery-events.ts';
 import { postWebhook, type SentDelivery, sendEmail, sendgridEvent, sendgridKeyPair, signedHeaders } from '../sending/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createUser } from '../support/factories.ts';
@@ -193,7 +194,9 @@ describe('SendGrid event webhook', () => {
     const replies = await Promise.all(batches.map((batch) => postWebhook(t, privateKey, batch)));
     for (const reply of replies) assert.deepEqual(reply.body, { recorded: 18, duplicates: 0, ignored: 0 }, reply.raw);
     const counted = await readOther();
-    assert.deepEqual([counted.delivered, counted.open, counted.bounce, counted.soft_bounce], [36, 36, 36, 36]);
+    // Each event counts once, but a delivery bounces once: of the six bounces of each delivery
+    // (six events with ids of their own) the one that moved it to bounced counts.
+    assert.deepEqual([counted.delivered, counted.open, counted.bounce, counted.soft_bounce], [36, 36, 6, 6]);
     const listed = await asKey(t.app, owner.key).get(`/v3/templated_emails/${other.id}/deliveries`);
     assert.deepEqual(new Set(listed.body.data.map((d: { state: string }) => d.state)), new Set(['bounced']));
   });
@@ -222,6 +225,17 @@ describe('SendGrid event webhook', () => {
     assert.equal((await deliveryRow(b)).state, 'bounced');
     assert.equal((await deliveryRow(b)).delivered_at, null);
     assert.equal(await contactStatus(b), 'Inactive - Hard Bounce');
+  });
+
+  test('a bounce told twice (SendGrid, then the DSN at the VERP address) counts once; a later delivered moves nothing', async () => {
+    const other = await sendEmail(t, owner, 1);
+    const d = other.deliveries[0] as SentDelivery;
+    await postWebhook(t, privateKey, [sendgridEvent(d, 'bounce', { type: 'bounce' })]);
+    const dsn = { deliveryId: d.id, type: 'hard_bounce' as const, occurredAt: new Date(), detail: '5.1.1' };
+    const recorded = await recordDeliveryEvents(t.database.db, [{ ...dsn, source: 'inbound', eventId: `hard_bounce:${d.id}` }], new Date());
+    assert.deepEqual(recorded, { recorded: 1, duplicates: 0, unknown: 0 }, 'the DSN is stored');
+    const counted = (await asKey(t.app, owner.key).get(`/v3/templated_emails/${other.id}`)).body.reporting;
+    assert.deepEqual([counted.bounce, counted.hard_bounce, counted.soft_bounce], [1, 1, 0]);
   });
 
   test('unknown event types and events for unknown deliveries are ignored, counted and logged', async () => {
