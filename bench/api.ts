@@ -15,6 +15,7 @@ import { createApiKey } from '../src/identity/api-keys.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
 import { formatTimestamp } from '../src/time.ts';
+import { cpuMeter } from './cpu.ts';
 
 /**
  * `npm run bench:api`: what a user of the API gets, measured from outside (docs/performance.md).
@@ -71,6 +72,8 @@ interface LoadResult {
   p99: number;
   total: number;
   bad: number;
+  /** CPU microseconds per request of the server, of PostgreSQL and of the load generator, over the measured run. */
+  cpu?: { server: number; postgres: number; load: number };
 }
 
 // ── Child processes: the load and the floor ────────────────────────────────────────────────────
@@ -119,9 +122,11 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   };
 }
 
-function load(job: LoadJob): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    const child = fork(import.meta.filename, ['--load'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+/** Runs the load in a process of its own; with `serverPid`, also the CPU each request cost. */
+async function load(job: LoadJob, serverPid?: number): Promise<LoadResult> {
+  const child = fork(import.meta.filename, ['--load'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const meter = serverPid ? await cpuMeter({ server: () => [serverPid], load: () => [child.pid as number] }) : undefined;
+  const result = await new Promise<LoadResult>((resolve, reject) => {
     child.once('message', (result) => resolve(result as LoadResult));
     child.once('error', reject);
     child.once('exit', (code) => {
@@ -129,16 +134,29 @@ function load(job: LoadJob): Promise<LoadResult> {
     });
     child.send(job);
   });
+  if (meter) result.cpu = await meter(result.total);
+  return result;
 }
 
-async function measure(label: string, job: Omit<LoadJob, 'duration' | 'connections'>, connections = CONNECTIONS): Promise<LoadResult> {
+/** CPU per request, when measured: `server 310 µs, PostgreSQL 250 µs, load 120 µs`. */
+function cpuText(result: LoadResult): string {
+  const cpu = result.cpu;
+  return cpu ? `CPU/request: server ${cpu.server} µs, PostgreSQL ${cpu.postgres} µs, load ${cpu.load} µs` : '';
+}
+
+async function measure(
+  label: string,
+  job: Omit<LoadJob, 'duration' | 'connections'>,
+  connections = CONNECTIONS,
+  serverPid?: number,
+): Promise<LoadResult> {
   const path = (job.paths[0] as string).replace('{letters}', 'abc');
   const body = job.body?.replaceAll('{n}', 'check');
   const first = await fetchInsecure(`${job.base}${path}`, job.headers, job.method, body);
   if (first.status >= 300) throw new Error(`${label}: ${job.method} ${path} answered ${first.status} ${first.body}`);
   await load({ ...job, duration: WARM_UP, connections });
   await afterWarmUp();
-  const result = await load({ ...job, duration: DURATION, connections });
+  const result = await load({ ...job, duration: DURATION, connections }, serverPid);
   if (result.bad > 0) throw new Error(`${label}: ${result.bad} failed requests of ${result.total}`);
   return result;
 }
@@ -419,33 +437,45 @@ interface OwnerFigures {
   createContacts: LoadResult;
 }
 
-async function runOwner(service: Service, floorBase: string, owner: Owner): Promise<OwnerFigures> {
+async function runOwner(service: Service, floor: { base: string; pid: number }, owner: Owner): Promise<OwnerFigures> {
+  const floorBase = floor.base;
+  const pid = service.child.pid as number;
   const headers = { authorization: `Bearer ${owner.key}` };
   const readPaths = owner.sampleIds.map((id) => `/v3/voicemail_drops/${id}`);
   const searchPath = `/v3/users/${owner.userId}/voicemail_drops?status=Saved&name={letters}`;
   await sanityCheck(service.base, floorBase, headers, readPaths[0] as string);
   await sanityCheck(service.base, floorBase, headers, searchPath.replace('{letters}', 'ous'));
   const search = { base: service.base, method: 'GET' as const, paths: [searchPath], headers };
-  const floor = await measure('floor', { base: floorBase, method: 'GET', paths: readPaths, headers });
-  const read = await measure('read', { base: service.base, method: 'GET', paths: readPaths, headers });
-  const floorSearch = await measure('floor search', { ...search, base: floorBase });
-  const searchAll = await measure('search', search);
-  const searchOne = await measure('search, one at a time', search, 1);
-  const createDrops = await measure('create drops', {
-    base: service.base,
-    method: 'POST',
-    paths: [`/v3/users/${owner.userId}/voicemail_drops`],
-    headers,
-    body: JSON.stringify({ provider: 'Sandbox', media_id: owner.mediaId, callback_number: '7272329117', name: 'Bench {n}' }),
-  });
-  const createContacts = await measure('create contacts', {
-    base: service.base,
-    method: 'POST',
-    paths: [`/v3/users/${owner.userId}/contacts`],
-    headers,
-    body: JSON.stringify({ first_name: 'Bench', last_name: 'Contact {n}', email: 'c{n}@bench.example', phone: '7272329117' }),
-  });
-  return { drops: owner.drops, floor, read, floorSearch, search: searchAll, searchOne, createDrops, createContacts };
+  const floorRead = await measure('floor', { base: floorBase, method: 'GET', paths: readPaths, headers }, CONNECTIONS, floor.pid);
+  const read = await measure('read', { base: service.base, method: 'GET', paths: readPaths, headers }, CONNECTIONS, pid);
+  const floorSearch = await measure('floor search', { ...search, base: floorBase }, CONNECTIONS, floor.pid);
+  const searchAll = await measure('search', search, CONNECTIONS, pid);
+  const searchOne = await measure('search, one at a time', search, 1, pid);
+  const createDrops = await measure(
+    'create drops',
+    {
+      base: service.base,
+      method: 'POST',
+      paths: [`/v3/users/${owner.userId}/voicemail_drops`],
+      headers,
+      body: JSON.stringify({ provider: 'Sandbox', media_id: owner.mediaId, callback_number: '7272329117', name: 'Bench {n}' }),
+    },
+    CONNECTIONS,
+    pid,
+  );
+  const createContacts = await measure(
+    'create contacts',
+    {
+      base: service.base,
+      method: 'POST',
+      paths: [`/v3/users/${owner.userId}/contacts`],
+      headers,
+      body: JSON.stringify({ first_name: 'Bench', last_name: 'Contact {n}', email: 'c{n}@bench.example', phone: '7272329117' }),
+    },
+    CONNECTIONS,
+    pid,
+  );
+  return { drops: owner.drops, floor: floorRead, read, floorSearch, search: searchAll, searchOne, createDrops, createContacts };
 }
 
 async function main(): Promise<void> {
@@ -483,7 +513,7 @@ async function main(): Promise<void> {
     const floorBase = `https://127.0.0.1:${floorPort}`;
 
     const figures: OwnerFigures[] = [];
-    for (const owner of owners) figures.push(await runOwner(service, floorBase, owner));
+    for (const owner of owners) figures.push(await runOwner(service, { base: floorBase, pid: floor.pid as number }, owner));
     await service.stop();
     // What the default request logging costs: the same read with LOG_LEVEL=silent.
     // The same read at the default level and silent, each on a service started for it, one after
@@ -632,24 +662,26 @@ function report(
   for (const f of figures) {
     const ratio = f.read.requestsPerSecond / f.floor.requestsPerSecond;
     console.log(`\n${f.drops.toLocaleString('en-US')} drops per owner`);
-    console.log(`  floor read          ${f.floor.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.floor.p50.toFixed(1)} ms`);
     console.log(
-      `  Hopper read         ${f.read.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.read.p50.toFixed(1)} ms   ratio ${ratio.toFixed(2)} (≥ 0.6: ${pass(ratio >= 0.6)})`,
+      `  floor read          ${f.floor.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.floor.p50.toFixed(1)} ms   ${cpuText(f.floor)}`,
     );
     console.log(
-      `  floor search        ${f.floorSearch.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.floorSearch.p50.toFixed(1)} ms   p99 ${f.floorSearch.p99.toFixed(1)} ms`,
+      `  Hopper read         ${f.read.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.read.p50.toFixed(1)} ms   ratio ${ratio.toFixed(2)} (≥ 0.6: ${pass(ratio >= 0.6)})   ${cpuText(f.read)}`,
     );
     console.log(
-      `  search              ${f.search.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.search.p50.toFixed(1)} ms   p99 ${f.search.p99.toFixed(1)} ms (p50 ≤ 20 ms: ${pass(f.search.p50 <= 20)}; ratio to the floor ${(f.search.requestsPerSecond / f.floorSearch.requestsPerSecond).toFixed(2)})`,
+      `  floor search        ${f.floorSearch.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.floorSearch.p50.toFixed(1)} ms   p99 ${f.floorSearch.p99.toFixed(1)} ms   ${cpuText(f.floorSearch)}`,
     );
     console.log(
-      `  search, 1 at a time ${f.searchOne.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.searchOne.p50.toFixed(1)} ms   p99 ${f.searchOne.p99.toFixed(1)} ms`,
+      `  search              ${f.search.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.search.p50.toFixed(1)} ms   p99 ${f.search.p99.toFixed(1)} ms (p50 ≤ 20 ms: ${pass(f.search.p50 <= 20)}; ratio to the floor ${(f.search.requestsPerSecond / f.floorSearch.requestsPerSecond).toFixed(2)})   ${cpuText(f.search)}`,
     );
     console.log(
-      `  create drops        ${f.createDrops.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createDrops.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createDrops.requestsPerSecond >= 1000)})`,
+      `  search, 1 at a time ${f.searchOne.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.searchOne.p50.toFixed(1)} ms   p99 ${f.searchOne.p99.toFixed(1)} ms   ${cpuText(f.searchOne)}`,
     );
     console.log(
-      `  create contacts     ${f.createContacts.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createContacts.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createContacts.requestsPerSecond >= 1000)})`,
+      `  create drops        ${f.createDrops.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createDrops.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createDrops.requestsPerSecond >= 1000)})   ${cpuText(f.createDrops)}`,
+    );
+    console.log(
+      `  create contacts     ${f.createContacts.requestsPerSecond.toFixed(0).padStart(7)} req/s   p50 ${f.createContacts.p50.toFixed(1)} ms (≥ 1,000/s: ${pass(f.createContacts.requestsPerSecond >= 1000)})   ${cpuText(f.createContacts)}`,
     );
   }
   console.log('\nstart-up, `node src/main.ts` to the first 200 on /health');

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { loadTrackingTokens } from '../src/email/tokens.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { seedBulkSend } from '../test/sending/support/bulk-send.ts';
+import { cpuSeconds } from './cpu.ts';
 import { type Sink, startSink } from './sink.ts';
 
 /**
@@ -108,12 +109,6 @@ async function blast(port: number, mails: Mail[], tls: boolean): Promise<number>
   const seconds = (performance.now() - started) / 1000;
   transport.close();
   return seconds;
-}
-
-/** CPU seconds a process has used (user + system), from /proc. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).replace(/^.*\) /, '').split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 async function freePort(): Promise<number> {

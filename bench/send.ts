@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -16,6 +16,7 @@ import { TrackingTokens } from '../src/email/tokens.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
+import { cpuMeter } from './cpu.ts';
 import { type Sink, startSink } from './sink.ts';
 
 /**
@@ -53,46 +54,9 @@ interface RunResult {
   cpu: { sender: number; sink: number; postgres: number };
 }
 
-/** CPU seconds a process has used (user + system), from /proc. */
-async function cpuSeconds(pid: number): Promise<number> {
-  try {
-    const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).replace(/^.*\) /, '').split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
-
-/** CPU seconds of every PostgreSQL process, by pid (a process that ends in between is left out). */
-async function postgresCpuSeconds(): Promise<Map<number, number>> {
-  const seconds = new Map<number, number>();
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if ((await readFile(`/proc/${entry}/comm`, 'utf8')).trim() === 'postgres')
-        seconds.set(Number(entry), await cpuSeconds(Number(entry)));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return seconds;
-}
-
-/** Measures the CPU that the given processes and PostgreSQL spend between start() and the returned function's call. */
-async function cpuMeter(sink: Sink, senders: () => number[]) {
-  const read = async () => ({
-    sender: (await Promise.all(senders().map(cpuSeconds))).reduce((a, b) => a + b, 0),
-    sink: await cpuSeconds(sink.pid),
-    postgres: await postgresCpuSeconds(),
-  });
-  const before = await read();
-  return async (n: number) => {
-    const after = await read();
-    let postgres = 0;
-    for (const [pid, seconds] of after.postgres) postgres += seconds - (before.postgres.get(pid) ?? 0);
-    const per = (seconds: number) => Math.round((seconds * 1e6) / n);
-    return { sender: per(after.sender - before.sender), sink: per(after.sink - before.sink), postgres: per(postgres) };
-  };
+/** Measures the CPU that the given processes, the sink and PostgreSQL spend between the call and the returned function's. */
+function sendMeter(sink: Sink, senders: () => number[]) {
+  return cpuMeter({ sender: senders, sink: () => [sink.pid] });
 }
 
 async function baseline(sink: Sink, n: number): Promise<RunResult> {
@@ -145,7 +109,7 @@ async function baseline(sink: Sink, n: number): Promise<RunResult> {
     maxConnections: CONNECTIONS,
     maxMessages: Number.POSITIVE_INFINITY,
   } as never);
-  const meter = await cpuMeter(sink, () => [process.pid]);
+  const meter = await sendMeter(sink, () => [process.pid]);
   const started = performance.now();
   let next = 0;
   const lane = async () => {
@@ -230,7 +194,7 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
     };
     for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1));
     await Promise.all(workers.map((w) => w.ready));
-    const meter = await cpuMeter(sink, () => workers.map((w) => w.child.pid!));
+    const meter = await sendMeter(sink, () => workers.map((w) => w.child.pid!));
     await scheduleNow(database.db, queue, messageId);
 
     // Generous on a busy machine: the figures say how long it took.

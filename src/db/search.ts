@@ -118,7 +118,9 @@ export async function runSearch<Row>(
         ...parts.flatMap((part, index) => (counts.cache.entry(part.key) ? [] : [countOf(part.condition).as(`${META}${index}`)])),
       ]
     : [countOf(matching).as(`${META}total`)];
-  const pageQuery = (rowsByIds ? paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id')) : paged) as AnySelect<object>;
+  const pageQuery = (
+    rowsByIds && counts ? pageIds(counts.db, query, terms, idColumn, perPage, (page - 1) * perPage) : paged
+  ) as AnySelect<object>;
   const found = (await pageQuery.select(meta).execute()) as Record<string, unknown>[];
   const first = metaOf(found[0]);
   let rows: Row[];
@@ -141,6 +143,27 @@ export async function runSearch<Row>(
   }
   if (counts && found.length > 0) rememberParts(counts, parts, first);
   return { rows, page, perPage, total };
+}
+
+/**
+ * The page's ids, in id order. With several terms, one branch per term, each finding its first
+ * rows by the index that suits it (the owner's status index for `status=Saved`, the trigram index
+ * for `name=abc`), then merged: `a OR b` is planned as one walk of the primary key (or the owner's
+ * index) filtering every row on its way — 2.1 ms for an owner whose first Saved drop sits after
+ * 10,000 rows of another owner, against 0.3 ms merged (docs/performance.md).
+ */
+function pageIds(db: Db, query: AnySelect<unknown>, terms: Term[], idColumn: string, limit: number, offset: number) {
+  const id = sql.ref(idColumn);
+  const ids = (where?: Expression<SqlBool>) =>
+    (where ? query.where(where) : query).clearSelect().select(sql<number>`${id}`.as('id')).orderBy(id);
+  if (terms.length < 2) return ids(terms[0]?.condition).limit(limit).offset(offset);
+  const branches = terms.map((term) => sql`(${ids(term.condition).limit(offset + limit)})`);
+  return db
+    .selectFrom(sql`(${sql.join(branches, sql` UNION `)})`.as('page'))
+    .select(sql<number>`page.id`.as('id'))
+    .orderBy(sql`page.id`)
+    .limit(limit)
+    .offset(offset);
 }
 
 /** The columns of `META` on a row (none when there is no row). */
