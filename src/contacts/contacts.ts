@@ -153,8 +153,8 @@ export function findContact(db: Db, id: number) {
 
 /** One page of an owner's contacts, filtered by `CONTACT_FILTERS`, as API shapes. */
 export async function searchContacts(db: Db, userId: number, params: SearchParams) {
-  const query = db.selectFrom('contacts').selectAll().where('user_id', '=', userId).where('deleted_at', 'is', null);
-  const result = await runSearch(query, CONTACT_FILTERS, params, 'id');
+  const live = db.selectFrom('contacts').selectAll().where('deleted_at', 'is', null);
+  const result = await runSearch(live, CONTACT_FILTERS, params, 'id', { owner: { column: 'user_id', id: userId } });
   return { ...result, rows: await toApiContacts(db, userId, result.rows) };
 }
 

@@ -232,21 +232,8 @@ async function requireEmail(db: Db, id: number): Promise<EmailView> {
 
 /** One page of an owner's templated emails, filtered by `EMAIL_FILTERS`. */
 export async function searchEmails(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
-  const ownedLive = db
-    .selectFrom('templated_emails as msg')
-    .selectAll()
-    .where('msg.user_id', '=', ownerId)
-    .where('msg.deleted_at', 'is', null);
-  const result = await searchMessages(
-    db,
-    'templated_email',
-    ownerId,
-    ownedLive,
-    params,
-    EMAIL_FILTERS,
-    (ids) => emailsByIds(db, ids),
-    totals,
-  );
+  const live = db.selectFrom('templated_emails as msg').selectAll().where('msg.deleted_at', 'is', null);
+  const result = await searchMessages(db, 'templated_email', ownerId, live, params, EMAIL_FILTERS, (ids) => emailsByIds(db, ids), totals);
   return { ...result, rows: result.rows.map((joined) => toMessageView<TemplatedEmailRow>(joined)) };
 }
 

@@ -215,12 +215,8 @@ async function requireDrop(db: Db, id: number): Promise<DropView> {
 
 /** One page of an owner's drops, filtered by `DROP_FILTERS`. */
 export async function searchDrops(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
-  const ownedLive = db
-    .selectFrom('voicemail_drops as msg')
-    .selectAll()
-    .where('msg.user_id', '=', ownerId)
-    .where('msg.deleted_at', 'is', null);
-  const result = await searchMessages(db, 'voicemail_drop', ownerId, ownedLive, params, DROP_FILTERS, (ids) => dropsByIds(db, ids), totals);
+  const live = db.selectFrom('voicemail_drops as msg').selectAll().where('msg.deleted_at', 'is', null);
+  const result = await searchMessages(db, 'voicemail_drop', ownerId, live, params, DROP_FILTERS, (ids) => dropsByIds(db, ids), totals);
   return { ...result, rows: result.rows.map((joined) => toMessageView<VoicemailDropRow>(joined)) };
 }
 
