@@ -1,6 +1,7 @@
 import { type SqlBool, sql, type Updateable } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { isUniqueViolation } from '../db/errors.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { ContactRow, ContactStatus, ContactsTable } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
@@ -159,69 +160,73 @@ export async function searchContacts(db: Db, userId: number, params: SearchParam
 }
 
 /**
- * The owner's live contact with this email address, in any letter case (the one a message to
- * that address reaches); `exceptId` leaves one contact out. Bulk import updates the contact it
- * finds; creating one refuses (requireEmailFree).
+ * Which live contacts hold an address in the unique index of migration 0021: all but those marked
+ * `duplicate_email` (contacts that shared an address before it, never made since). Every live
+ * address has exactly one such holder, its oldest live contact.
  */
-export async function findContactByEmail(db: Db, userId: number, email: string, exceptId?: number): Promise<ContactRow | undefined> {
-  let query = contactsWithEmail(db, userId, email);
-  if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
-  return query.orderBy('id').executeTakeFirst();
-}
+const HOLDS_ADDRESS = sql<SqlBool>`deleted_at IS NULL AND email IS NOT NULL AND NOT duplicate_email`;
 
-/** The owner's live contacts with this email address, in any letter case (index of migration 0012). */
-function contactsWithEmail(db: Db, userId: number, email: string) {
+/** The index that refuses a second live contact of an owner with one address (any case). */
+const CONTACT_EMAIL_KEY = 'contacts_owner_email_key';
+
+/**
+ * The owner's live contact with this email address, in any letter case (the one a message to that
+ * address reaches, and the oldest if older data has several): one probe of the unique index. Bulk
+ * import updates the contact it finds; creating one, or giving another contact its address, is
+ * refused naming it.
+ */
+export async function findContactByEmail(db: Db, userId: number, email: string): Promise<ContactRow | undefined> {
   return db
     .selectFrom('contacts')
     .selectAll()
     .where('user_id', '=', userId)
-    .where('deleted_at', 'is', null)
-    .where((eb) => eb(eb.fn('lower', ['email']), '=', email.toLowerCase()));
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', eb.fn('lower', [eb.val(email)])))
+    .where(HOLDS_ADDRESS)
+    .executeTakeFirst();
 }
 
-async function requireEmailFree(db: Db, userId: number, email: string | null | undefined, exceptId?: number): Promise<void> {
-  if (!email) return;
-  const existing = await findContactByEmail(db, userId, email, exceptId);
-  if (existing) {
-    throw new DomainError(
-      'conflict',
-      `Contact ${existing.id} already has the email address ${existing.email}; update that contact instead.`,
-      {
-        email: [`is already the email address of contact ${existing.id}`],
-      },
-    );
-  }
+function emailTaken(holder: ContactRow): DomainError {
+  return new DomainError('conflict', `Contact ${holder.id} already has the email address ${holder.email}; update that contact instead.`, {
+    email: [`is already the email address of contact ${holder.id}`],
+  });
 }
 
 /**
- * Creates a contact with its tags in one transaction: a failure leaves neither behind. The row is
- * written only while no other live contact of the owner has its email address (checked in the
- * insert itself, so a create without tags is one statement); when one has, the answer is a 409
- * naming it. Two creates of one address at the same moment may still both pass: a message sends
- * that address one email all the same (sending/deliveries.ts).
+ * After the unique index refused `email`: the 409 naming the contact that holds it, or undefined
+ * when none does any more (it was deleted or readdressed meanwhile), so the write may try again.
+ */
+async function refusedFor(db: Db, userId: number, email: string): Promise<DomainError | undefined> {
+  const holder = await findContactByEmail(db, userId, email);
+  return holder && emailTaken(holder);
+}
+
+function freedMeanwhile(email: string): DomainError {
+  return new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
+}
+
+/**
+ * Creates a contact with its tags in one transaction: a failure leaves neither behind. The unique
+ * index of migration 0021 decides whether the address is free, so a create without tags is one
+ * statement (`INSERT … ON CONFLICT DO NOTHING`, which waits for a concurrent write of the address
+ * to commit or roll back); only when it inserts nothing is the holder read, to name it in the 409.
  */
 export async function createContact(db: Db, userId: number, body: ContactInput) {
   const { fields, tags = [] } = contactChanges(body);
-  const given = Object.entries(fields).filter(([, value]) => value !== undefined);
   const insert = (trx: Db) =>
     trx
       .insertInto('contacts')
-      .columns(['user_id', ...given.map(([column]) => column)] as (keyof ContactsTable)[])
-      .expression(
-        trx
-          .selectNoFrom([sql`${userId}::bigint`.as('user_id'), ...given.map(([column, value]) => sql`${value}`.as(column))])
-          .where(({ not, exists }) => (fields.email ? not(exists(contactsWithEmail(trx, userId, fields.email))) : sql<SqlBool>`true`)),
-      )
+      .values({ user_id: userId, ...fields })
+      .onConflict((oc) => oc.expression(sql`user_id, lower(email)`).where(HOLDS_ADDRESS).doNothing())
       .returningAll()
       .executeTakeFirst();
   const created = async (trx: Db): Promise<ContactRow> => {
     for (let attempt = 1; ; attempt++) {
       const row = await insert(trx);
       if (row) return row;
-      // Refused: a 409 naming the contact that holds the address, unless it was deleted meanwhile.
-      await requireEmailFree(trx, userId, fields.email);
-      if (attempt === 2)
-        throw new DomainError('conflict', `The email address ${fields.email} is taken and freed again meanwhile; try again.`);
+      const email = fields.email as string;
+      const refused = await refusedFor(trx, userId, email);
+      if (refused) throw refused;
+      if (attempt === 2) throw freedMeanwhile(email);
     }
   };
   if (tags.length === 0) return toApiContact(await created(db), []);
@@ -233,32 +238,44 @@ export async function createContact(db: Db, userId: number, body: ContactInput) 
 
 /**
  * Applies the fields present; `tags`, when given, replaces the contact's whole set. Undefined
- * when the contact was deleted meanwhile.
+ * when the contact was deleted meanwhile. An address another live contact of the owner holds is
+ * refused by the unique index, and answered with a 409 naming that contact.
  */
 export async function updateContact(db: Db, contact: ContactRow, body: ContactInput, now: Date) {
   const { fields, tags } = contactChanges(body, contact);
-  if (fields.email && fields.email.toLowerCase() !== contact.email?.toLowerCase()) {
-    await requireEmailFree(db, contact.user_id, fields.email, contact.id);
+  const update = () =>
+    db.transaction().execute(async (trx) => {
+      const row = await trx
+        .updateTable('contacts')
+        .set({ ...fields, updated_at: now })
+        .where('user_id', '=', contact.user_id)
+        .where('id', '=', contact.id)
+        .where('deleted_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const names =
+        tags === undefined
+          ? ((await tagNamesByContact(trx, row.user_id, [row.id])).get(row.id) ?? [])
+          : await setContactTags(trx, row.user_id, row.id, tags);
+      return toApiContact(row, names);
+    });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await update();
+    } catch (error) {
+      if (!fields.email || !isUniqueViolation(error, CONTACT_EMAIL_KEY)) throw error;
+      const refused = await refusedFor(db, contact.user_id, fields.email);
+      if (refused) throw refused;
+      if (attempt === 2) throw freedMeanwhile(fields.email);
+    }
   }
-  return db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable('contacts')
-      .set({ ...fields, updated_at: now })
-      .where('user_id', '=', contact.user_id)
-      .where('id', '=', contact.id)
-      .where('deleted_at', 'is', null)
-      .returningAll()
-      .executeTakeFirst();
-    if (!row) return undefined;
-    const names =
-      tags === undefined
-        ? ((await tagNamesByContact(trx, row.user_id, [row.id])).get(row.id) ?? [])
-        : await setContactTags(trx, row.user_id, row.id, tags);
-    return toApiContact(row, names);
-  });
 }
 
-/** Soft delete: the row and its tag links stay for the record; every read skips it from now on. */
+/**
+ * Soft delete: the row and its tag links stay for the record; every read skips it from now on, and
+ * its address is free (or held by the next oldest contact with it, from before migration 0021).
+ */
 export async function deleteContact(db: Db, contact: ContactRow, now: Date): Promise<void> {
   await db.updateTable('contacts').set({ deleted_at: now }).where('user_id', '=', contact.user_id).where('id', '=', contact.id).execute();
 }

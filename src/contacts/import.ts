@@ -245,67 +245,115 @@ function matchKey(fields: ContactFields): string | undefined {
   return undefined;
 }
 
-/** One batch in one transaction: find the matches, one UPDATE, one INSERT, the tags, the links. */
+/**
+ * One batch in one transaction: find the matches, one INSERT, one UPDATE, the tags, the links. The
+ * unique index on live addresses (migration 0021) has the last word: a row whose address a contact
+ * created meanwhile took (by the API, which does not wait for imports) is not inserted but matched
+ * to that contact and updates it, as if it had been there from the start.
+ */
 async function writeBatch(db: Db, userId: number, batch: Checked[], now: Date): Promise<{ created: number; updated: number }> {
   return db.transaction().execute(async (trx) => {
-    // Two imports for one user take turns, so neither creates a contact the other is creating.
+    // Two imports for one user take turns, so neither creates a contact the other is creating
+    // (phone numbers have no unique index; addresses have, and it refuses the second anyway).
     await sql`SELECT pg_advisory_xact_lock(${IMPORT_LOCK}, ${userId})`.execute(trx);
-    const emails = batch.map((row) => row.fields.email?.toLowerCase()).filter((email): email is string => Boolean(email));
-    const phones = batch.filter((row) => !row.fields.email && row.fields.phone).map((row) => row.fields.phone as string);
-    // Two lookups, each along its index (migration 0014): by email in any case, then by phone.
-    const existing = new Map<string, number>();
-    // No ORDER BY: it would tempt the planner into walking all the user's contacts in id order.
-    const live = trx.selectFrom('contacts').where('user_id', '=', userId).where('deleted_at', 'is', null);
-    const keep = (key: string, id: number) => {
-      const known = existing.get(key);
-      if (known === undefined || id < known) existing.set(key, id);
-    };
-    if (emails.length > 0) {
-      // One index probe per email (a lateral join on equality, no ORDER BY/LIMIT that would invite
-      // a walk in id order), whatever the statistics say: right after a bulk load they are stale,
-      // and a plan that filters every contact of the user would be chosen.
-      const found = await sql<{ id: number; key: string }>`
-        SELECT c.id, k.key FROM unnest(${emails}::text[]) AS k(key)
-        CROSS JOIN LATERAL (
-          SELECT id FROM contacts
-          WHERE user_id = ${userId} AND deleted_at IS NULL AND email IS NOT NULL AND lower(email) = k.key
-        ) c`.execute(trx);
-      for (const row of found.rows) keep(`email:${row.key}`, Number(row.id));
+    const ids = await matchExisting(trx, userId, batch);
+    const created = new Set<Checked>();
+    let pending = batch.filter((row) => !ids.has(row));
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      const taken = await insertRows(trx, userId, pending, now, ids);
+      const left = new Set(taken);
+      for (const row of pending) if (!left.has(row)) created.add(row);
+      if (taken.length === 0) break;
+      for (const [row, id] of await matchExisting(trx, userId, taken)) ids.set(row, id);
+      // Still unmatched: the contact that held the address left it meanwhile; insert them again.
+      pending = taken.filter((row) => !ids.has(row));
+      if (pending.length > 0 && attempt === 3) {
+        throw new DomainError('conflict', `The email address ${pending[0]?.fields.email} is taken and freed again meanwhile; try again.`);
+      }
     }
-    if (phones.length > 0) {
-      const found = await live
-        .select(['id', 'phone'])
-        .where('email', 'is', null)
-        .where(sql<boolean>`phone = ANY(${phones}::text[])`)
-        .execute();
-      for (const row of found) keep(`phone:${row.phone}`, row.id);
-    }
-    const ids = new Map<Checked, number>();
-    const creates = batch.filter((row) => {
-      const id = existing.get(matchKey(row.fields) ?? '');
-      if (id !== undefined) ids.set(row, id);
-      return id === undefined;
-    });
-    const updates = batch.filter((row) => ids.has(row));
-    if (creates.length > 0) {
-      // One statement over arrays (a handful of parameters, not thousands), rows in array order.
-      const column = (name: keyof ContactFields) => sql`${creates.map((row) => row.fields[name] ?? null)}::text[]`;
-      const statuses = creates.map((row) => row.fields.status ?? 'Subscribed');
-      const inserted = await sql<{ id: number }>`
-        INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, created_at, updated_at)
-        SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, ${now}, ${now}
-        FROM unnest(${column('first_name')}, ${column('last_name')}, ${column('email')}, ${column('phone')}, ${column('time_zone')},
-                    ${statuses}::text[]) WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, n)
-        ORDER BY v.n
-        RETURNING id`.execute(trx);
-      // Identity values are drawn in the order the rows are inserted, which is the array order.
-      const newIds = inserted.rows.map((row) => Number(row.id)).sort((x, y) => x - y);
-      for (const [i, row] of creates.entries()) ids.set(row, newIds[i] as number);
-    }
+    const updates = batch.filter((row) => !created.has(row));
     await updateMatched(trx, userId, updates, ids, now);
     await linkTags(trx, userId, batch, ids);
-    return { created: creates.length, updated: updates.length };
+    return { created: created.size, updated: updates.length };
   });
+}
+
+/**
+ * The live contact each row matches, if any: by email in any case (the contact holding the
+ * address, in the unique index of migration 0021), or, for a row without one, by phone (migration
+ * 0014's index).
+ */
+async function matchExisting(trx: Db, userId: number, rows: Checked[]): Promise<Map<Checked, number>> {
+  const emails = rows.map((row) => row.fields.email).filter((email): email is string => Boolean(email));
+  const phones = rows.filter((row) => !row.fields.email && row.fields.phone).map((row) => row.fields.phone as string);
+  const existing = new Map<string, number>();
+  const keep = (key: string, id: number) => {
+    const known = existing.get(key);
+    if (known === undefined || id < known) existing.set(key, id);
+  };
+  if (emails.length > 0) {
+    // One index probe per email (a lateral join on equality, no ORDER BY/LIMIT that would invite
+    // a walk in id order), whatever the statistics say: right after a bulk load they are stale,
+    // and a plan that filters every contact of the user would be chosen. The database lowers the
+    // address, as its index does.
+    const found = await sql<{ id: number; email: string }>`
+      SELECT c.id, k.email FROM unnest(${emails}::text[]) AS k(email)
+      CROSS JOIN LATERAL (
+        SELECT id FROM contacts
+        WHERE user_id = ${userId} AND lower(email) = lower(k.email)
+          AND deleted_at IS NULL AND email IS NOT NULL AND NOT duplicate_email
+      ) c`.execute(trx);
+    for (const row of found.rows) keep(`email:${row.email.toLowerCase()}`, Number(row.id));
+  }
+  if (phones.length > 0) {
+    // No ORDER BY: it would tempt the planner into walking all the user's contacts in id order.
+    const found = await trx
+      .selectFrom('contacts')
+      .select(['id', 'phone'])
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null)
+      .where('email', 'is', null)
+      .where(sql<boolean>`phone = ANY(${phones}::text[])`)
+      .execute();
+    for (const row of found) keep(`phone:${row.phone}`, row.id);
+  }
+  const ids = new Map<Checked, number>();
+  for (const row of rows) {
+    const id = existing.get(matchKey(row.fields) ?? '');
+    if (id !== undefined) ids.set(row, id);
+  }
+  return ids;
+}
+
+/**
+ * Inserts the rows in one statement over arrays (a handful of parameters, not thousands), their ids
+ * into `ids`; answers the rows not inserted because a live contact holds their address.
+ */
+async function insertRows(trx: Db, userId: number, rows: Checked[], now: Date, ids: Map<Checked, number>): Promise<Checked[]> {
+  const column = (name: keyof ContactFields) => sql`${rows.map((row) => row.fields[name] ?? null)}::text[]`;
+  const statuses = rows.map((row) => row.fields.status ?? 'Subscribed');
+  const inserted = await sql<{ id: number; email: string | null }>`
+    INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, created_at, updated_at)
+    SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, ${now}, ${now}
+    FROM unnest(${column('first_name')}, ${column('last_name')}, ${column('email')}, ${column('phone')}, ${column('time_zone')},
+                ${statuses}::text[]) WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, n)
+    ORDER BY v.n
+    ON CONFLICT (user_id, lower(email)) WHERE deleted_at IS NULL AND email IS NOT NULL AND NOT duplicate_email DO NOTHING
+    RETURNING id, email`.execute(trx);
+  // Identity values are drawn in the order the rows are inserted, which is the array order (a row
+  // left out draws one too): the inserted rows, in order, take the ids in order. A row without an
+  // email is always inserted; one with an email is if its email came back (a file names each
+  // address once).
+  const insertedEmails = new Set(inserted.rows.map((row) => row.email));
+  const newIds = inserted.rows.map((row) => Number(row.id)).sort((x, y) => x - y);
+  const taken: Checked[] = [];
+  let next = 0;
+  for (const row of rows) {
+    if (row.fields.email && !insertedEmails.has(row.fields.email)) taken.push(row);
+    else ids.set(row, newIds[next++] as number);
+  }
+  if (next !== newIds.length) throw new Error(`import: ${newIds.length} contacts inserted, ${next} rows matched to them`);
+  return taken;
 }
 
 const IMPORT_LOCK = 14_001;

@@ -1,8 +1,13 @@
 import { validationError } from '../errors.ts';
 
-/** True for PostgreSQL's unique_violation (23505), from pg and PGlite alike. */
-export function isUniqueViolation(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505';
+/**
+ * True for PostgreSQL's unique_violation (23505), from pg and PGlite alike; of that index or
+ * constraint only, when `constraint` names one.
+ */
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const violation = error as { code?: unknown; constraint?: unknown };
+  return violation.code === '23505' && (constraint === undefined || violation.constraint === constraint);
 }
 
 /**

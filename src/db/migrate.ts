@@ -20,9 +20,10 @@ import * as webhookWakeups from './migrations/0017-webhook-wakeups.ts';
 import * as deliveryAddresses from './migrations/0018-delivery-addresses.ts';
 import * as providerReceipts from './migrations/0019-provider-receipts.ts';
 import * as textSearchShortPendingList from './migrations/0020-text-search-short-pending-list.ts';
+import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
-const MIGRATIONS: Record<string, Migration> = {
+export const MIGRATIONS: Record<string, Migration> = {
   '0001-identity': identity,
   '0002-web-sessions': webSessions,
   '0003-contacts': contacts,
@@ -43,6 +44,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0018-delivery-addresses': deliveryAddresses,
   '0019-provider-receipts': providerReceipts,
   '0020-text-search-short-pending-list': textSearchShortPendingList,
+  '0021-contact-email-unique': contactEmailUnique,
 };
 
 /**

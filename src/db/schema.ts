@@ -100,6 +100,12 @@ export interface ContactsTable {
   created_at: Timestamp;
   updated_at: Timestamp;
   deleted_at: NullableTimestamp;
+  /**
+   * Shared its live address with an older contact when migration 0021 made addresses unique: left
+   * out of the unique index until its address changes or the older contact leaves it. Never set
+   * by a write.
+   */
+  duplicate_email: Generated<boolean>;
 }
 
 export interface TagsTable {
