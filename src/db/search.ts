@@ -89,9 +89,14 @@ export async function runSearch<Row>(
   filters: Filters,
   params: SearchParams,
   idColumn: string,
-  options: { counts?: VersionedCounts; rowsByIds?: (ids: number[]) => Promise<Row[]>; owner?: SearchOwner } = {},
+  options: {
+    counts?: VersionedCounts;
+    rowsByIds?: (ids: number[]) => Promise<Row[]>;
+    owner?: SearchOwner;
+    partitions?: SearchPartitions;
+  } = {},
 ): Promise<SearchResult<Row>> {
-  const { counts, rowsByIds, owner } = options;
+  const { counts, rowsByIds, owner, partitions } = options;
   const query = owner ? ownedRows(everyRow, owner) : everyRow;
   const page = params.page ?? 1;
   const perPage = params.per_page ?? DEFAULT_PER_PAGE;
@@ -105,10 +110,12 @@ export async function runSearch<Row>(
         )})`
       : undefined;
   const filtered = matching ? query.where(matching) : query;
-  const paged = (owner ? filtered.orderBy(sql.ref(owner.column)) : filtered)
-    .orderBy(sql.ref(idColumn))
-    .limit(perPage)
-    .offset((page - 1) * perPage);
+  const paged = partitions
+    ? partitionedPage(partitions, filtered, terms, idColumn, perPage, (page - 1) * perPage)
+    : (owner ? filtered.orderBy(sql.ref(owner.column)) : filtered)
+        .orderBy(sql.ref(idColumn))
+        .limit(perPage)
+        .offset((page - 1) * perPage);
   const countOf = (condition?: Expression<SqlBool>): AnySelect<{ n: string }> =>
     (condition ? query.where(condition) : query).clearSelect().select(sql<string>`count(*)`.as('n'));
 
@@ -121,7 +128,9 @@ export async function runSearch<Row>(
         ...parts.flatMap((part, index) => (counts.cache.entry(part.key) ? [] : [countOf(part.condition).as(`${META}${index}`)])),
       ]
     : [countOf(matching).as(`${META}total`)];
-  const pageQuery = (rowsByIds ? paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id')) : paged) as AnySelect<object>;
+  const pageQuery = (
+    rowsByIds && !partitions ? paged.clearSelect().select(sql<number>`${sql.ref(idColumn)}`.as('id')) : paged
+  ) as AnySelect<object>;
   const found = (await pageQuery.select(meta).execute()) as Record<string, unknown>[];
   const first = metaOf(found[0]);
   let rows: Row[];
@@ -164,6 +173,52 @@ export interface SearchOwner {
  */
 function ownedRows<Row>(query: AnySelect<Row>, owner: SearchOwner): AnySelect<Row> {
   return query.where(sql<SqlBool>`${sql.ref(owner.column)} = ANY(${[owner.id]}::bigint[])`);
+}
+
+/**
+ * Rows that fall into disjoint partitions by one column (a message's deliveries by state), each
+ * partition in id order in an index that leads with it (`deliveries_message_state_idx`: message,
+ * state, id), but no index in id order across them.
+ */
+export interface SearchPartitions {
+  db: Db;
+  column: string;
+  values: readonly string[];
+  /** The filter on that column: when it is the only one given, only its values are read. */
+  filter: string;
+}
+
+/**
+ * The page as the merge of each partition's first `offset + limit` rows in id order: a few index
+ * entries per partition. Ordered by id alone, the only index in id order is the primary key, and
+ * PostgreSQL walked it past every other message's deliveries (120 ms, 900,000 rows, for the
+ * tenth 100,000-recipient send; more with every send). An index in (message, id) order would
+ * serve it too, but it cost sending 8 % (one more index to update three times per delivery).
+ */
+function partitionedPage<Row>(
+  partitions: SearchPartitions,
+  filtered: AnySelect<Row>,
+  terms: Term[],
+  idColumn: string,
+  limit: number,
+  offset: number,
+): AnySelect<Row> {
+  const own = terms.length > 0 && terms.every((term) => term.name === partitions.filter);
+  const values = own ? [...new Set(terms.map((term) => String(term.value)))] : partitions.values;
+  const branches = values.map(
+    (value) =>
+      sql`(${filtered
+        .where(sql.ref(partitions.column), '=', value)
+        .orderBy(sql.ref(idColumn))
+        .limit(offset + limit)})`,
+  );
+  const id = idColumn.slice(idColumn.lastIndexOf('.') + 1);
+  return partitions.db
+    .selectFrom(sql`(${sql.join(branches, sql` UNION ALL `)})`.as('page'))
+    .selectAll()
+    .orderBy(sql.ref(`page.${id}`))
+    .limit(limit)
+    .offset(offset) as unknown as AnySelect<Row>;
 }
 
 /** The columns of `META` on a row (none when there is no row). */

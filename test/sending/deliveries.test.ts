@@ -75,6 +75,11 @@ describe('deliveries of a message', () => {
     assert.deepEqual(idsOf(await client.get(`${url()}?state=failed`)), []);
     assert.deepEqual(idsOf(await client.get(`${url()}?contact_id=${c.contact_id}`)), [c.id]);
     assert.deepEqual(idsOf(await client.get(`${url()}?contact_id=${c.contact_id}&state=delivered`)), [a.id, c.id]);
+    // Deliveries in different states still page in id order: the listing merges them state by state.
+    const ids = email.deliveries.map((d) => d.id).sort((x, y) => x - y);
+    await assertPaging(client, url(), ids, 1, DELIVERY);
+    await assertPaging(client, `${url()}?state=bounced&state=delivered`, [a.id, b.id, c.id], 2, DELIVERY);
+    await assertPaging(client, `${url()}?contact_id=${c.contact_id}&state=delivered`, [a.id, c.id], 1, DELIVERY);
     const pending = await client.get(`${url()}?state=delivered`);
     assert.equal(pending.body.meta.total, 1);
 
