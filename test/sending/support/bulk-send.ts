@@ -4,8 +4,9 @@ import type { JobQueue } from '../../../src/db/job-queue.ts';
 
 /**
  * A big send made straight in SQL (the API would take minutes to create 100,000 contacts): `n`
- * subscribed contacts `bulk-<i>@example.test` of `userId` under one new tag (every tenth without a
- * first name), and a draft templated email to that tag. `scheduleNow` then makes it due exactly as
+ * subscribed contacts `bulk-<tag>-<i>@example.test` of `userId` under one new tag (every tenth without a
+ * first name; the tag's id in the address keeps each seed's addresses its own: one owner holds one
+ * live contact per address), and a draft templated email to that tag. `scheduleNow` then makes it due exactly as
  * the API does: status and due job in one transaction.
  */
 export interface BulkSend {
@@ -23,7 +24,7 @@ export async function seedBulkSend(db: Db, userId: number, n: number): Promise<B
   await sql`
     WITH made AS (
       INSERT INTO contacts (user_id, first_name, last_name, email)
-      SELECT ${userId}, CASE WHEN i % 10 = 0 THEN NULL ELSE 'First' || i END, 'Last' || i, 'bulk-' || i || '@example.test'
+      SELECT ${userId}, CASE WHEN i % 10 = 0 THEN NULL ELSE 'First' || i END, 'Last' || i, 'bulk-' || ${tagId}::bigint || '-' || i || '@example.test'
       FROM generate_series(1, ${n}::integer) AS i
       RETURNING id
     )
