@@ -191,17 +191,22 @@ function emailTaken(holder: ContactRow): DomainError {
   });
 }
 
-/**
- * After the unique index refused `email`: the 409 naming the contact that holds it, or undefined
- * when none does any more (it was deleted or readdressed meanwhile), so the write may try again.
- */
-async function refusedFor(db: Db, userId: number, email: string): Promise<DomainError | undefined> {
-  const holder = await findContactByEmail(db, userId, email);
-  return holder && emailTaken(holder);
-}
+/** What a write gives back when the unique index turned its address away. */
+const REFUSED: unique symbol = Symbol('address refused');
 
-function freedMeanwhile(email: string): DomainError {
-  return new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
+/**
+ * Runs a write that sets `email`, which answers REFUSED when the unique index turned the address
+ * away. Refused, the answer is the 409 naming the contact that holds the address; when none does
+ * any more (deleted or readdressed meanwhile) the write is tried once again.
+ */
+async function writingAddress<T>(db: Db, userId: number, email: string, write: () => Promise<T | typeof REFUSED>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const result = await write();
+    if (result !== REFUSED) return result;
+    const holder = await findContactByEmail(db, userId, email);
+    if (holder) throw emailTaken(holder);
+    if (attempt === 2) throw new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
+  }
 }
 
 /**
@@ -219,16 +224,9 @@ export async function createContact(db: Db, userId: number, body: ContactInput) 
       .onConflict((oc) => oc.expression(sql`user_id, lower(email)`).where(HOLDS_ADDRESS).doNothing())
       .returningAll()
       .executeTakeFirst();
-  const created = async (trx: Db): Promise<ContactRow> => {
-    for (let attempt = 1; ; attempt++) {
-      const row = await insert(trx);
-      if (row) return row;
-      const email = fields.email as string;
-      const refused = await refusedFor(trx, userId, email);
-      if (refused) throw refused;
-      if (attempt === 2) throw freedMeanwhile(email);
-    }
-  };
+  // Only an address can make the insert skip its row.
+  const created = (trx: Db): Promise<ContactRow> =>
+    writingAddress(trx, userId, fields.email as string, async () => (await insert(trx)) ?? REFUSED);
   if (tags.length === 0) return toApiContact(await created(db), []);
   return db.transaction().execute(async (trx) => {
     const row = await created(trx);
@@ -260,16 +258,13 @@ export async function updateContact(db: Db, contact: ContactRow, body: ContactIn
           : await setContactTags(trx, row.user_id, row.id, tags);
       return toApiContact(row, names);
     });
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await update();
-    } catch (error) {
-      if (!fields.email || !isUniqueViolation(error, CONTACT_EMAIL_KEY)) throw error;
-      const refused = await refusedFor(db, contact.user_id, fields.email);
-      if (refused) throw refused;
-      if (attempt === 2) throw freedMeanwhile(fields.email);
-    }
-  }
+  if (!fields.email) return update();
+  return writingAddress(db, contact.user_id, fields.email, () =>
+    update().catch((error: unknown): typeof REFUSED => {
+      if (isUniqueViolation(error, CONTACT_EMAIL_KEY)) return REFUSED;
+      throw error;
+    }),
+  );
 }
 
 /**
