@@ -191,7 +191,7 @@ export interface SearchPartitions {
 /**
  * The page as the merge of each partition's first `offset + limit` rows in id order: a few index
  * entries per partition. Ordered by id alone, the only index in id order is the primary key, and
- * PostgreSQL walked it past every other message's deliveries (120 ms, 900,000 rows, for the
+ * PostgreSQL walked it past every other message's deliveries (87 ms, 900,000 rows, for the
  * tenth 100,000-recipient send; more with every send). An index in (message, id) order would
  * serve it too, but it cost sending 8 % (one more index to update three times per delivery).
  */
