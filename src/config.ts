@@ -75,6 +75,10 @@ export interface Config {
   readonly webhooks: WebhookConfig;
   /** Requests per minute per API key (or per client address without one), shared by every API process. */
   readonly rateLimit: number;
+  /** Requests per minute per user across all of their keys (RATE_LIMIT_PER_USER; default twice RATE_LIMIT; 0: none). */
+  readonly rateLimitPerUser: number;
+  /** Live API keys a user may hold at once (API_KEYS_PER_USER). */
+  readonly apiKeysPerUser: number;
   /** When set, the rate-limit counts live in this Redis instead of PostgreSQL. */
   readonly redisUrl: string | undefined;
   /** When set, `GET /metrics` answers a bearer of this token; unset, there is no /metrics. */
@@ -312,6 +316,13 @@ export function loadConfig(env: Env = process.env): Config {
     caFile: text('WEBHOOK_CA_FILE'),
   });
   const rateLimit = integer('RATE_LIMIT', text('RATE_LIMIT') ?? '600', 1, 10_000_000);
+  const rateLimitPerUser = integer(
+    'RATE_LIMIT_PER_USER',
+    text('RATE_LIMIT_PER_USER') ?? String(Math.min(2 * rateLimit, 10_000_000)),
+    0,
+    10_000_000,
+  );
+  const apiKeysPerUser = integer('API_KEYS_PER_USER', text('API_KEYS_PER_USER') ?? '20', 1, 10_000);
   const redisUrl = text('REDIS_URL');
   if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
   const metricsToken = text('METRICS_TOKEN');
@@ -363,6 +374,8 @@ export function loadConfig(env: Env = process.env): Config {
     sesTopicArns: Object.freeze(sesTopicArns),
     webhooks,
     rateLimit,
+    rateLimitPerUser,
+    apiKeysPerUser,
     redisUrl,
     metricsToken,
   });

@@ -2,12 +2,15 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { Config } from '../config.ts';
+import type { AppContext } from '../context.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
+import type { UserRow } from '../db/schema.ts';
 import type { Principal } from '../identity/access.ts';
 import { hashApiKey, parseApiKey } from '../identity/api-key-format.ts';
 import { findKeyOwner, touchApiKey } from '../identity/api-keys.ts';
 import { rankOf } from '../identity/roles.ts';
 import { type Clock, formatTimestamp } from '../time.ts';
+import type { App } from './context.ts';
 import { HttpError } from './problems.ts';
 
 /** `last_used_at` is written at most once a minute per key, so reads stay read-only on the hot path. */
@@ -148,47 +151,85 @@ function unauthorized(message: string, error?: 'invalid_token'): HttpError {
 }
 
 /**
- * Bearer authentication for every non-public route. A key whose form or checksum is wrong is
- * refused before any database work. Then the account's state: a cancelled account keeps reads
- * and deletes for the grace period (so its owner can take data out), then loses everything.
+ * Who sends a request: the user behind its Bearer key, or a 401 problem to answer. A key whose
+ * form or checksum is wrong is refused before any database work.
  */
-export async function authenticate(request: FastifyRequest, db: Db, config: Config, clock: Clock): Promise<Principal> {
+export async function identify(request: FastifyRequest, db: Db, clock: Clock): Promise<Principal | HttpError> {
   const header = request.headers.authorization;
-  if (!header) throw unauthorized('Send your API key in the header Authorization: Bearer <API key>.');
+  if (!header) return unauthorized('Send your API key in the header Authorization: Bearer <API key>.');
   const match = /^Bearer +(\S+) *$/i.exec(header);
-  if (!match) throw unauthorized('The Authorization header must use the Bearer scheme: Authorization: Bearer <API key>.', 'invalid_token');
+  if (!match) return unauthorized('The Authorization header must use the Bearer scheme: Authorization: Bearer <API key>.', 'invalid_token');
   const key = parseApiKey(match[1] as string);
-  if (!key) throw unauthorized('The API key is malformed: check that it was copied whole.', 'invalid_token');
+  if (!key) return unauthorized('The API key is malformed: check that it was copied whole.', 'invalid_token');
 
   const digest = hashApiKey(key);
   const cache = caches.get(db);
   const owner = cache ? await cache.find(db, digest) : await findKeyOwner(db, digest);
-  if (!owner || !timingSafeEqual(owner.key_hash, digest)) {
-    throw unauthorized('The API key is unknown or has been revoked.', 'invalid_token');
-  }
+  if (!owner || !timingSafeEqual(owner.key_hash, digest))
+    return unauthorized('The API key is unknown or has been revoked.', 'invalid_token');
 
   const now = clock();
-  const { user } = owner;
-  if (user.status === 'Cancelled' && user.cancelled_at) {
-    const graceEnds = new Date(user.cancelled_at.getTime() + config.gracePeriodMs);
-    const cancelled = formatTimestamp(user.cancelled_at);
-    if (now >= graceEnds) {
-      throw new HttpError(
-        'account_cancelled',
-        `This account was cancelled at ${cancelled} and its grace period ended at ${formatTimestamp(graceEnds)}.`,
-      );
-    }
-    if (!READ_AND_DELETE.has(request.method)) {
-      throw new HttpError(
-        'account_cancelled',
-        `This account was cancelled at ${cancelled} and is read-only until ${formatTimestamp(graceEnds)}: reads and deletes still work so you can take your data out.`,
-      );
-    }
-  }
-
   if (!owner.last_used_at || now.getTime() - owner.last_used_at.getTime() >= LAST_USED_GRANULARITY_MS) {
     await touchApiKey(db, owner.key_id, now);
     owner.last_used_at = now;
   }
+  const { user } = owner;
   return { userId: user.id, teamId: user.team_id, rank: rankOf(user.roles), keyId: owner.key_id, user };
+}
+
+/**
+ * The account's state: a cancelled account keeps reads and deletes for the grace period (so its
+ * owner can take data out), then loses everything.
+ */
+export function refuseCancelled(user: UserRow, method: string, config: Config, now: Date): void {
+  if (user.status !== 'Cancelled' || !user.cancelled_at) return;
+  const graceEnds = new Date(user.cancelled_at.getTime() + config.gracePeriodMs);
+  const cancelled = formatTimestamp(user.cancelled_at);
+  if (now >= graceEnds) {
+    throw new HttpError(
+      'account_cancelled',
+      `This account was cancelled at ${cancelled} and its grace period ended at ${formatTimestamp(graceEnds)}.`,
+    );
+  }
+  if (!READ_AND_DELETE.has(method)) {
+    throw new HttpError(
+      'account_cancelled',
+      `This account was cancelled at ${cancelled} and is read-only until ${formatTimestamp(graceEnds)}: reads and deletes still work so you can take your data out.`,
+    );
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Why a request to a route that needs a key is refused (401), answered once the rate limit has counted it. */
+    authenticationFailure: HttpError | null;
+  }
+}
+
+/**
+ * Bearer authentication for every `/v3` route not marked `public`, in two steps around the rate
+ * limit (http/rate-limit.ts): `onRequest` finds the principal (or the refusal), so that the limit
+ * counts the request against its key — or, refused, against its address; `preParsing` then
+ * answers the refusal or a cancelled account's 403, before any body is read.
+ */
+export async function registerAuthentication(app: App, ctx: AppContext): Promise<void> {
+  const { db } = ctx.database;
+  await cachePrincipals(ctx.database);
+  app.decorateRequest('principal', null as unknown as Principal);
+  app.decorateRequest('authenticationFailure', null);
+  app.addHook('onRequest', async (request) => {
+    const route = request.routeOptions;
+    if (!route.url?.startsWith('/v3/') || route.config.public) return;
+    const found = await identify(request, db, ctx.clock);
+    if (found instanceof HttpError) request.authenticationFailure = found;
+    else request.principal = found;
+  });
+  app.addHook('preParsing', async (request) => {
+    if (request.authenticationFailure) throw request.authenticationFailure;
+    if (request.principal?.user) refuseCancelled(request.principal.user, request.method, ctx.config, ctx.clock());
+  });
+  app.addHook('onSend', async (request, reply, payload) => {
+    await settlePrincipalsAfterWrite(db, request.method, request.routeOptions.url, reply.statusCode);
+    return payload;
+  });
 }

@@ -63,9 +63,12 @@ back (\`Idempotent-Replayed: true\`) instead of doing the work twice, for 24 hou
 another request is a 422; while the first still runs, a 409.
 
 ## Rate limits
-Each key may make a number of requests a minute (600 unless the operator set \`RATE_LIMIT\`); every \
-answer carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. Past the limit: 429 \
-with \`Retry-After\`. A 503 (database unreachable, server stopping) also says when to retry.
+Each key may make a number of requests a minute (600 unless the operator set \`RATE_LIMIT\`), and a \
+user twice that across all of their keys (\`RATE_LIMIT_PER_USER\`); requests without a key, and \
+those refused as unauthenticated, count against the client address. Every answer carries \
+\`RateLimit-Policy\` and \`RateLimit\` (the current IETF draft) and the older \`RateLimit-Limit\`, \
+\`RateLimit-Remaining\` and \`RateLimit-Reset\`. Past a limit: 429 with \`Retry-After\`. A 503 (database \
+unreachable, server stopping) also says when to retry.
 
 ## Webhooks
 Register endpoints with \`POST /v3/users/{user_id}/webhooks\` to hear of sends, deliveries, bounces, \
@@ -131,9 +134,24 @@ const HEADERS: Record<string, Json> = {
   'WWW-Authenticate': { description: 'The Bearer challenge.', schema: { type: 'string', examples: ['Bearer realm="hopper"'] } },
   Allow: { description: 'The methods the path accepts.', schema: { type: 'string', examples: ['GET, PUT, DELETE'] } },
   'Retry-After': { description: 'Seconds to wait before trying again.', schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Limit': { description: 'Requests allowed in the current window.', schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer', minimum: 0 } },
+  'RateLimit-Policy': {
+    description:
+      'The limits this request is counted against (IETF draft-ietf-httpapi-ratelimit-headers): `"key"` and `"user"` for a request with a key, `"address"` without one; `q` requests per `w` seconds.',
+    schema: { type: 'string', examples: ['"key";q=600;w=60, "user";q=1200;w=60'] },
+  },
+  RateLimit: {
+    description: 'What is left of each limit: `r` requests for the next `t` seconds (IETF draft-ietf-httpapi-ratelimit-headers).',
+    schema: { type: 'string', examples: ['"key";r=598;t=41, "user";r=1190;t=41'] },
+  },
+  'RateLimit-Limit': {
+    description: 'Requests allowed in the current window, by the limit nearest to being reached (older drafts).',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Remaining': {
+    description: 'Requests left in the current window, of that limit (older drafts).',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Reset': { description: 'Seconds until the window resets (older drafts).', schema: { type: 'integer', minimum: 0 } },
   'Idempotent-Replayed': {
     description: 'Present when this is the stored answer to an earlier request with the same Idempotency-Key.',
     schema: { type: 'string', enum: ['true'] },
@@ -146,9 +164,9 @@ const HEADERS: Record<string, Json> = {
 };
 
 /** The headers of every answer counted against the rate limit. */
-const RATE_LIMIT_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'];
-/** Refusals made before the request is counted (authentication, body size and type): without RateLimit-*. */
-const UNCOUNTED = new Set([401, 413, 415]);
+const RATE_LIMIT_HEADERS = ['RateLimit-Policy', 'RateLimit', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'];
+/** Refusals made before the request is counted (headers too large): without RateLimit-*. */
+const UNCOUNTED = new Set([431]);
 
 const IDEMPOTENCY_KEY: Json = {
   name: 'Idempotency-Key',
@@ -275,8 +293,8 @@ export function finishDocument(doc: Json): Json {
           if (!response.description || response.description === 'Default Response') response.description = successDescription(code, op);
           const headers: Json = { ...(response.headers ?? {}), 'X-Request-Id': headerRef('X-Request-Id') };
           if (code === 201) headers.Location = headerRef('Location');
-          // Every answer to a key is counted against its rate limit (rate-limit.ts).
-          if (authenticated) for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
+          // Every answer is counted against a rate limit: its key's, or its address's (rate-limit.ts).
+          for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
           if (idempotent) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
           response.headers = headers;
           // HEAD answers carry the headers of GET without its body.

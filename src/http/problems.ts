@@ -1,4 +1,9 @@
-import type { DomainError, DomainErrorCode } from '../errors.ts';
+import type { FastifyError, FastifyRequest } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { isDatabaseUnavailable } from '../db/errors.ts';
+import { DomainError, type DomainErrorCode } from '../errors.ts';
+import type { App } from './context.ts';
+import { toValidationError } from './validation.ts';
 
 /**
  * The closed set of problems the API reports, as RFC 9457 problem details with the
@@ -115,4 +120,79 @@ export function clientErrorResponse(
   };
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   return `HTTP/1.1 ${problem.status} ${PROBLEMS[problem.code].title}\r\n${lines.join('')}\r\n${body}`;
+}
+
+const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/**
+ * The one place errors become answers: the error handler turns domain errors, HTTP problems and
+ * Fastify's own refusals into problem details (a 5xx carries only an error id; the log the rest),
+ * and the not-found handler tells an unknown path (404, naming v3 when another version was asked
+ * for) from a known path asked with another method (405 with `Allow`).
+ */
+export function registerProblemHandlers(app: App, options: { publicUrl: string; bodyLimit: number }): void {
+  const { publicUrl } = options;
+  // Every route is also put in a method-blind router, so an unknown method on a known path is a 405.
+  const knownPaths = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) knownPaths.on(method as HTTPMethod, route.url, () => {});
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const problem = toHttpError(error, request, options.bodyLimit);
+    if (problem.code === 'database_unavailable') {
+      request.log.warn({ err: { message: error.message, code: error.code } }, 'database unavailable');
+    } else if (problem.code === 'webhook_not_configured') {
+      request.log.warn(problem.message);
+    } else if (problem.status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+    } else if (problem.code === 'validation') {
+      request.log.info({ errors: problem.errors }, 'invalid request');
+    }
+    return reply.code(problem.status).headers(problem.headers).type('application/problem+json').send(problemBody(publicUrl, problem));
+  });
+
+  app.setNotFoundHandler(async (request) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const version = /^\/(v\d+)(\/|$)/.exec(path)?.[1];
+    if (version && version !== 'v3') {
+      throw new HttpError('not_found', `API version ${version} is not supported; v3 is the only supported version (${publicUrl}/v3).`);
+    }
+    const allowed = METHODS.filter((method) => knownPaths.find(method, path) !== null);
+    if (allowed.length > 0) {
+      throw new HttpError('method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}.`, {
+        headers: { Allow: allowed.join(', ') },
+      });
+    }
+    throw new HttpError('not_found', `There is no ${request.method} ${path}. The API lives under /v3; see /docs.`);
+  });
+}
+
+function toHttpError(err: FastifyError, request: FastifyRequest, bodyLimit: number): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof DomainError) return HttpError.from(err);
+  if (err.validation) return HttpError.from(toValidationError(err.validation, err.validationContext));
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new HttpError(
+        'payload_too_large',
+        `The body is larger than the limit of ${request.routeOptions.bodyLimit ?? bodyLimit} bytes.`,
+      );
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new HttpError('unsupported_media_type', 'Send the body as JSON with the header Content-Type: application/json.');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new HttpError('bad_request', 'The body is not valid JSON.');
+  }
+  if (err instanceof SyntaxError || (err.statusCode === 400 && err.code?.startsWith('FST_ERR_CTP'))) {
+    return new HttpError('bad_request', `The body is not valid JSON: ${err.message}`);
+  }
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    return new HttpError(err.statusCode === 404 ? 'not_found' : 'bad_request', err.message);
+  }
+  if (isDatabaseUnavailable(err)) {
+    return new HttpError('database_unavailable', `The database is unreachable; try again shortly (error id ${request.id}).`, {
+      headers: { 'Retry-After': '5' },
+    });
+  }
+  return new HttpError('internal', `The server could not process the request (error id ${request.id}).`);
 }

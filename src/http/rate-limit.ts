@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import rateLimit, { type FastifyRateLimitStore } from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
@@ -9,24 +8,31 @@ import type { App } from './context.ts';
 import { HttpError } from './problems.ts';
 
 /**
- * Requests per minute per API key (`RATE_LIMIT`, default 600), or per client address for requests
- * without one, with `@fastify/rate-limit`. Every response carries `RateLimit-Limit`,
- * `RateLimit-Remaining` and `RateLimit-Reset`; a refusal is a 429 problem with `Retry-After`.
+ * Requests per minute, counted for one identity per request (docs/decisions.md, "Rate limits"):
+ * on a route that authenticates, the API key (`RATE_LIMIT`, default 600) and its user across all
+ * of their keys (`RATE_LIMIT_PER_USER`, default twice that); everywhere else — public routes,
+ * and every request refused as unauthenticated (401) — the client address (after `TRUST_PROXY`).
+ * A Bearer token a route does not check counts for nothing, so no token can buy a fresh count.
+ *
+ * Every answer (a 401 and a 429 too) carries the fields of the current IETF draft,
+ * `RateLimit-Policy` and `RateLimit`, and the older `RateLimit-Limit`, `RateLimit-Remaining`,
+ * `RateLimit-Reset` of the count nearest its limit; a refusal is a 429 problem with `Retry-After`.
  * The counts are shared by every API process: in PostgreSQL (an unlogged table, fixed one-minute
  * windows, counted in allotments: see postgresStore), or in Redis when `REDIS_URL` is set.
  */
 const WINDOW_MS = 60_000;
 
-/** The bearer token's digest (never the token), or the client's address. Independent of how authentication reads it. */
+/** The identity a request is counted against, once authentication has run. */
 export function rateLimitKey(request: FastifyRequest): string {
-  const header = request.headers.authorization;
-  const token = typeof header === 'string' && /^Bearer\s+(\S+)$/i.exec(header)?.[1];
-  return token ? `key:${createHash('sha256').update(token).digest('base64url').slice(0, 32)}` : `ip:${request.ip}`;
+  const principal = request.principal;
+  return principal?.keyId != null ? `key:${principal.keyId}` : `ip:${request.ip}`;
 }
 
 /** A key's allotment in the current window: request numbers `next` to `last` are this process's. */
 interface Allotment {
   windowStart: number;
+  /** How many numbers one refill takes: a fiftieth of the key's limit, at least 1. */
+  chunk: number;
   next: number;
   last: number;
   fetching?: Promise<void>;
@@ -41,9 +47,9 @@ interface Allotment {
  * be refused that many requests early. `chunk` is a fiftieth of the limit (12 of 600), and 1 for a
  * limit under 100: exact, statement per request, as small limits are.
  */
-function postgresStore(db: Db, now: () => number, limit: number, allotments: Map<string, Allotment>) {
-  const chunk = Math.max(1, Math.floor(limit / 50));
+function postgresStore(db: Db, now: () => number, allotments: Map<string, Allotment>) {
   const refill = async (key: string, allotment: Allotment) => {
+    const chunk = allotment.chunk;
     const { rows } = await sql<{ count: number }>`
       INSERT INTO rate_limit_counts AS r (key, window_start, count) VALUES (${key}, ${new Date(allotment.windowStart)}, ${chunk})
       ON CONFLICT (key, window_start) DO UPDATE SET count = r.count + ${chunk}
@@ -62,12 +68,12 @@ function postgresStore(db: Db, now: () => number, limit: number, allotments: Map
     return allotment.next++;
   };
   return class PostgresStore implements FastifyRateLimitStore {
-    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number) {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number) {
       const at = now();
       const windowStart = at - (at % timeWindow);
       let allotment = allotments.get(key);
       if (!allotment || allotment.windowStart !== windowStart) {
-        allotment = { windowStart, next: 1, last: 0 };
+        allotment = { windowStart, chunk: Math.max(1, Math.floor(max / 50)), next: 1, last: 0 };
         allotments.set(key, allotment);
       }
       take(key, allotment).then(
@@ -79,6 +85,15 @@ function postgresStore(db: Db, now: () => number, limit: number, allotments: Map
       return this;
     }
   };
+}
+
+interface Count {
+  /** The policy's name in the RateLimit fields. */
+  policy: 'key' | 'user' | 'address';
+  max: number;
+  remaining: number;
+  resetSeconds: number;
+  exceeded: boolean;
 }
 
 export async function registerRateLimit(app: App, ctx: AppContext): Promise<void> {
@@ -98,26 +113,64 @@ export async function registerRateLimit(app: App, ctx: AppContext): Promise<void
     prune.unref();
     app.addHook('onClose', async () => clearInterval(prune));
   }
+  // The plugin keeps the counts; when and against what they are taken is decided below.
   await app.register(rateLimit, {
-    global: true,
+    global: false,
     max: config.rateLimit,
     timeWindow: WINDOW_MS,
-    // After authentication: a malformed or unknown key is refused (401) before any count is kept.
-    hook: 'preValidation',
-    keyGenerator: rateLimitKey,
     // A count that Redis cannot keep lets the request through. One that PostgreSQL cannot keep is the
     // request's own failure (503 database_unavailable at once): letting it through would only make it
     // wait a second DATABASE_TIMEOUT for its own statements.
     skipOnError: Boolean(redis),
-    // The load balancer's probe is never counted: it must say 503 itself when the database is away.
-    allowList: (request) => request.routeOptions.url === '/health',
-    enableDraftSpec: true,
-    addHeaders: { 'ratelimit-limit': true, 'ratelimit-remaining': true, 'ratelimit-reset': true, 'retry-after': true },
-    addHeadersOnExceeding: { 'ratelimit-limit': true, 'ratelimit-remaining': true, 'ratelimit-reset': true },
-    ...(redis ? { redis, nameSpace: 'hopper-rate-limit-' } : { store: postgresStore(db, now, config.rateLimit, allotments) }),
-    errorResponseBuilder: (_request, context) =>
-      new HttpError('too_many_requests', `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}.`, {
-        headers: { 'retry-after': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
-      }),
+    ...(redis ? { redis, nameSpace: 'hopper-rate-limit-' } : { store: postgresStore(db, now, allotments) }),
   });
+  const limiter = (policy: Count['policy'], max: number) => {
+    const take = app.createRateLimit({ max, timeWindow: WINDOW_MS, keyGenerator: (request) => keyOf(policy, request) });
+    return async (request: FastifyRequest): Promise<Count> => {
+      const result = await take(request);
+      if (result.isAllowed) return { policy, max, remaining: max, resetSeconds: 0, exceeded: false };
+      return { policy, max, remaining: result.remaining, resetSeconds: result.ttlInSeconds, exceeded: result.isExceeded };
+    };
+  };
+  const perAddress = limiter('address', config.rateLimit);
+  const perKey = limiter('key', config.rateLimit);
+  const perUser = config.rateLimitPerUser > 0 ? limiter('user', config.rateLimitPerUser) : undefined;
+  const policy = (name: Count['policy'], max: number) => `"${name}";q=${max};w=${WINDOW_MS / 1000}`;
+  const addressPolicy = policy('address', config.rateLimit);
+  const keyPolicies = [policy('key', config.rateLimit), ...(perUser ? [policy('user', config.rateLimitPerUser)] : [])].join(', ');
+
+  // After authentication's own onRequest hook (http/authenticate.ts), before its refusals are answered.
+  app.addHook('onRequest', async (request, reply) => {
+    // The load balancer's probe is never counted: it must say 503 itself when the database is away.
+    if (request.routeOptions.url === '/health') return;
+    // The user's ceiling counts only what the key's own limit let through.
+    const counts = request.principal?.keyId != null ? [await perKey(request)] : [await perAddress(request)];
+    if (perUser && request.principal?.keyId != null && !counts[0]?.exceeded) counts.push(await perUser(request));
+    const nearest = counts.reduce((a, b) => ((b.exceeded && !a.exceeded) || b.remaining < a.remaining ? b : a));
+    reply.headers({
+      'RateLimit-Policy': request.principal?.keyId != null ? keyPolicies : addressPolicy,
+      RateLimit: counts.map((c) => `"${c.policy}";r=${c.remaining};t=${c.resetSeconds}`).join(', '),
+      'RateLimit-Limit': String(nearest.max),
+      'RateLimit-Remaining': String(nearest.remaining),
+      'RateLimit-Reset': String(nearest.resetSeconds),
+    });
+    const over = counts.find((c) => c.exceeded);
+    if (over) {
+      const retryAfter = Math.max(1, over.resetSeconds);
+      const whose =
+        over.policy === 'user' ? "per user, across all of the user's keys" : over.policy === 'key' ? 'per API key' : 'per client address';
+      throw new HttpError(
+        'too_many_requests',
+        `Rate limit of ${over.max} requests per minute ${whose} exceeded; retry in ${retryAfter} s.`,
+        {
+          headers: { 'Retry-After': String(retryAfter) },
+        },
+      );
+    }
+  });
+}
+
+function keyOf(policy: Count['policy'], request: FastifyRequest): string {
+  if (policy === 'user') return `user:${request.principal.userId}`;
+  return rateLimitKey(request);
 }

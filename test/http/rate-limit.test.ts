@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import type { FastifyRequest } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { openJobQueue } from '../../src/db/job-queue.ts';
 import type { App } from '../../src/http/context.ts';
-import { rateLimitKey } from '../../src/http/rate-limit.ts';
 import { freePort } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
@@ -44,8 +42,8 @@ describe('rate limits', () => {
     assertProblem(await api.post(`/v3/users/${user.id}/tags`, { name: 'over' }), 429);
     // The count is kept in allotments of a fiftieth of the limit (12): 51 statements for these 602
     // requests, not one each; never more than the limit served.
-    const userKey = rateLimitKey({ headers: { authorization: `Bearer ${user.key}` } } as FastifyRequest);
-    const stored = await t.database.db.selectFrom('rate_limit_counts').select('count').where('key', '=', userKey).execute();
+    const keyId = (await asKey(t.app, t.adminKey).get(`/v3/users/${user.id}/api_keys`)).body.data[0].id;
+    const stored = await t.database.db.selectFrom('rate_limit_counts').select('count').where('key', '=', `key:${keyId}`).execute();
     assert.deepEqual(
       stored.map((r) => Number(r.count)),
       [612],

@@ -1,0 +1,61 @@
+import type { IncomingMessage } from 'node:http';
+import { validationError } from '../errors.ts';
+import type { App } from './context.ts';
+import { HttpError, securityHeaders } from './problems.ts';
+
+/**
+ * The request line and headers may take HEADER_LIMIT bytes; Node's parser lets four times that
+ * through so that the refusal (431) is made here, where the method is known — a HEAD gets no body —
+ * rather than by the parser (clientErrorResponse, for what is larger still).
+ */
+export const HEADER_LIMIT = 16 * 1024;
+export const PARSER_HEADER_LIMIT = 4 * HEADER_LIMIT;
+const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** The caller's `X-Request-Id` when it is sane, else a new one. */
+export function requestId(req: IncomingMessage, fresh: () => string): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : fresh();
+}
+
+/**
+ * What every request meets first: its id and the security headers on the answer; refusals of a
+ * fragment in the URL, of oversized headers, of plain HTTP behind a TLS-terminating proxy; and
+ * path ids that are digits only.
+ */
+export function registerHardening(app: App, options: { secure: boolean; trustProxy: boolean }): void {
+  const always = securityHeaders(options.secure);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+    reply.headers(always);
+    // A request target never carries a fragment; the router would drop `#…` and act on what is
+    // left (`/v3/api_keys/1#x` on key 1).
+    if (request.raw.url?.includes('#')) {
+      throw new HttpError('bad_request', 'The URL must not contain "#": a fragment is never sent to a server (percent-encode it as %23).');
+    }
+    if (headerBytes(request.raw) > HEADER_LIMIT) {
+      throw new HttpError('request_header_fields_too_large', `The request line and headers are larger than ${HEADER_LIMIT / 1024} KiB.`);
+    }
+    if (options.trustProxy && request.url !== '/health') {
+      const proto = String(request.headers['x-forwarded-proto'] ?? '')
+        .split(',')[0]
+        ?.trim();
+      if (proto !== 'https') {
+        throw new HttpError('https_required', 'This API is served over HTTPS only; repeat the request with https://.');
+      }
+    }
+  });
+
+  // Path ids are digits only: the validator would read "1e3" or " 7" as numbers.
+  app.addHook('preValidation', async (request) => {
+    const params = (request.params ?? {}) as Record<string, string>;
+    const bad = Object.keys(params).filter((name) => (name === 'id' || name.endsWith('_id')) && !/^\d{1,16}$/.test(params[name] ?? ''));
+    if (bad.length > 0) throw validationError(Object.fromEntries(bad.map((name) => [name, ['must be a positive integer']])));
+  });
+}
+
+function headerBytes(raw: { url?: string; method?: string; rawHeaders: string[] }): number {
+  let n = (raw.method?.length ?? 0) + (raw.url?.length ?? 0) + 12;
+  for (const part of raw.rawHeaders) n += part.length + 2;
+  return n;
+}
