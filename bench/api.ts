@@ -398,7 +398,7 @@ async function seedOwner(db: Db, label: string, drops: number): Promise<Owner> {
     FROM voicemail_drops d CROSS JOIN generate_series(0, 1) AS shard
     WHERE d.user_id = ${user.id} AND d.status = 'Sent'
   `.execute(db);
-  const { key } = await createApiKey(db, user.id, 'bench');
+  const { key } = await createApiKey(db, user.id, 'bench', { createdBy: user.id, now: new Date() });
   const sample = await sql<{ id: string }>`
     SELECT id FROM voicemail_drops WHERE user_id = ${user.id} ORDER BY random() LIMIT 2000`.execute(db);
   return { userId: Number(user.id), key, mediaId: Number(media.id), drops, sampleIds: sample.rows.map((r) => Number(r.id)) };

@@ -21,6 +21,7 @@ import * as deliveryAddresses from './migrations/0018-delivery-addresses.ts';
 import * as providerReceipts from './migrations/0019-provider-receipts.ts';
 import * as textSearchShortPendingList from './migrations/0020-text-search-short-pending-list.ts';
 import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
+import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -45,6 +46,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0019-provider-receipts': providerReceipts,
   '0020-text-search-short-pending-list': textSearchShortPendingList,
   '0021-contact-email-unique': contactEmailUnique,
+  '0022-api-key-minter': apiKeyMinter,
 };
 
 /**

@@ -41,6 +41,8 @@ export interface ApiKeysTable {
   name: string;
   prefix: string;
   key_hash: Buffer;
+  /** The user who made the key (the user themself or an Administrator); null for keys older than migration 0022. */
+  created_by: number | null;
   created_at: Timestamp;
   last_used_at: NullableTimestamp;
   revoked_at: NullableTimestamp;

@@ -19,39 +19,26 @@ export interface Principal {
 }
 
 /**
- * The one access rule. A User reaches only themself; a Team Administrator also reaches the users
- * of their team whose role is no higher than their own (so a key can never be minted for a more
- * powerful teammate); an Administrator reaches everyone. `reachableUsers` below is the same rule
- * as SQL, for listings.
+ * The one access rule, in two strengths. A User reaches only themself; an Administrator reaches
+ * everyone; a Team Administrator also reaches the users of their team whose role is no higher
+ * than their own (`read`: so a key can never be minted for a more powerful teammate) — and
+ * manages (`manage`: changes their account, revokes their keys) only those of a strictly lower
+ * role, so they can neither take over nor demote a peer. `reachableUsers` below is the `read`
+ * rule as SQL, for listings.
  */
-export function canReach(principal: Principal, target: UserRef): boolean {
+export function allows(principal: Principal, target: UserRef, strength: 'read' | 'manage'): boolean {
   if (principal.rank >= RANK.Administrator || target.id === principal.userId) return true;
-  return (
-    principal.rank >= RANK['Team Administrator'] &&
-    principal.teamId !== null &&
-    target.team_id === principal.teamId &&
-    rankOf(target.roles) <= principal.rank
-  );
+  if (principal.rank < RANK['Team Administrator'] || principal.teamId === null || target.team_id !== principal.teamId) return false;
+  const rank = rankOf(target.roles);
+  return strength === 'read' ? rank <= principal.rank : rank < principal.rank;
 }
 
-/**
- * Managing a user — changing their account, minting or revoking their API keys — asks more than
- * reaching them: the user themself, an Administrator, or a Team Administrator for a teammate of a
- * strictly lower role. A Team Administrator can thus neither take over a peer (a key minted for
- * them is their identity) nor demote them.
- */
-export function canManage(principal: Principal, target: UserRef): boolean {
-  if (principal.rank >= RANK.Administrator || target.id === principal.userId) return true;
-  return (
-    principal.rank >= RANK['Team Administrator'] &&
-    principal.teamId !== null &&
-    target.team_id === principal.teamId &&
-    rankOf(target.roles) < principal.rank
-  );
+export function canReach(principal: Principal, target: UserRef): boolean {
+  return allows(principal, target, 'read');
 }
 
 export function requireManageable(principal: Principal, target: UserRef, action: string): void {
-  if (!canManage(principal, target)) {
+  if (!allows(principal, target, 'manage')) {
     throw new DomainError(
       'forbidden',
       `You may not ${action} of user ${target.id}: only the user, an Administrator, or a Team Administrator for a teammate of a lower role may.`,

@@ -1,19 +1,27 @@
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
-import { findOwnedRow } from '../db/owned-rows.ts';
+import { findOwnedRow, type UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { ApiKeyRow, UserRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { DomainError } from '../errors.ts';
 import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+import type { Principal } from './access.ts';
 import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
+import { RANK } from './roles.ts';
 
-/** API keys: anyone who may reach a user may list, create and revoke that user's keys. */
+/**
+ * API keys: anyone who may reach a user may list them; the user themself, an Administrator, or a
+ * Team Administrator for a teammate of a lower role may revoke them; only the user themself or an
+ * Administrator may mint them (docs/decisions.md, "Who may mint a key").
+ */
 
 export const ApiKey = Type.Object({
   id: Id,
   name: Type.String(),
   prefix: Type.String({ description: 'The first characters of the key, to tell keys apart' }),
+  created_by: Nullable(Id),
   created_at: Timestamp,
   last_used_at: Nullable(Timestamp),
 });
@@ -24,6 +32,7 @@ export const NewApiKey = Type.Object({
 export const ApiKeyBody = WritableBody({ name: Type.String({ minLength: 1, maxLength: 255 }) }, [
   'id',
   'prefix',
+  'created_by',
   'created_at',
   'last_used_at',
 ]);
@@ -34,18 +43,59 @@ export function toApiKey(row: ApiKeyRow) {
     id: row.id,
     name: row.name,
     prefix: row.prefix,
+    created_by: row.created_by,
     created_at: formatTimestamp(row.created_at),
     last_used_at: formatTimestamp(row.last_used_at),
   };
 }
 
+/**
+ * Only the user themself or an Administrator mints a user's keys. A key is its user's whole
+ * identity — it changes their password and email, cancels their account, mints more keys — so a
+ * key minted by a Team Administrator would give them what the access rule refuses them directly.
+ */
+export function requireMintable(principal: Principal, owner: UserRef): void {
+  if (owner.id === principal.userId || principal.rank >= RANK.Administrator) return;
+  throw new DomainError(
+    'forbidden',
+    `You may not mint keys for user ${owner.id}: only the user themself or an Administrator may, as a key acts with all of its user's rights.`,
+  );
+}
+
+export interface NewKeyOptions {
+  /** Who makes it: the user themself, or an Administrator. */
+  createdBy: number;
+  now: Date;
+  /** The clear key, when it is given (BOOTSTRAP_ADMIN_KEY); a new random one otherwise. */
+  key?: string;
+  /** Refuse the key (409) when the user already holds this many live keys (API_KEYS_PER_USER). */
+  limit?: number;
+}
+
 /** Creates a key and returns it in clear with its row: the only moment the clear key exists. */
-export async function createApiKey(db: Db, userId: number, name: string, key = generateApiKey()) {
-  const row = await db
-    .insertInto('api_keys')
-    .values({ user_id: userId, name, prefix: displayPrefix(key), key_hash: hashApiKey(key) })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+export async function createApiKey(db: Db, userId: number, name: string, options: NewKeyOptions) {
+  const { createdBy, now, key = generateApiKey(), limit } = options;
+  const insert = (trx: Db) =>
+    trx
+      .insertInto('api_keys')
+      .values({ user_id: userId, name, prefix: displayPrefix(key), key_hash: hashApiKey(key), created_by: createdBy, created_at: now })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  if (limit === undefined) return { key, row: await insert(db) };
+  const row = await db.transaction().execute(async (trx) => {
+    // The user's row locked: two mints at once cannot both take the last free place.
+    await trx.selectFrom('users').select('id').where('id', '=', userId).forUpdate().execute();
+    const { live } = await trx
+      .selectFrom('api_keys')
+      .select((eb) => eb.fn.countAll<number>().as('live'))
+      .where('user_id', '=', userId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    if (Number(live) >= limit) {
+      throw new DomainError('conflict', `User ${userId} already holds ${limit} live API keys, the most allowed: revoke one first.`);
+    }
+    return insert(trx);
+  });
   return { key, row };
 }
 

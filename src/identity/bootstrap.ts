@@ -33,7 +33,7 @@ export async function bootstrapAdministrator(db: Db, config: Config): Promise<Bo
     if (anyone) return { kind: 'none' };
     const password = generatePassword();
     const admin = await insertUser(trx, { ...ADMIN, password_hash: await hashPassword(password) });
-    const { key } = await createApiKey(trx, admin.id, 'First-start key');
+    const { key } = await createApiKey(trx, admin.id, 'First-start key', { createdBy: admin.id, now: new Date() });
     return { kind: 'first-start', userId: admin.id, email: admin.email, key, password };
   });
 }
@@ -74,7 +74,7 @@ async function holdConfiguredKey(trx: Db, key: string): Promise<number> {
       .where('status', '=', 'Active')
       .orderBy('id')
       .executeTakeFirst()) ?? (await insertUser(trx, { ...ADMIN, email: await freeAdminEmail(trx) }));
-  await createApiKey(trx, admin.id, 'Bootstrap key (BOOTSTRAP_ADMIN_KEY)', key);
+  await createApiKey(trx, admin.id, 'Bootstrap key (BOOTSTRAP_ADMIN_KEY)', { createdBy: admin.id, now, key });
   return admin.id;
 }
 

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { uniqueOn } from '../db/errors.ts';
+import type { UserRef } from '../db/owned-rows.ts';
 import type { NewUser, UserRow, UserUpdate } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
@@ -156,6 +157,16 @@ export async function findUser(db: Db, id: number): Promise<UserRow | undefined>
   return db.selectFrom('users').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
 }
 
+/** The live user signing in with this email (in any case), with what the sign-in checks. */
+export async function findSignInUser(db: Db, email: string) {
+  return db
+    .selectFrom('users')
+    .select(['id', 'password_hash', 'status', 'cancelled_at'])
+    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
 /** The users `principal` may reach, filtered by `USER_FILTERS`. */
 export function searchUsers(db: Db, principal: Principal, params: SearchParams) {
   const query = db.selectFrom('users').selectAll().where('deleted_at', 'is', null).where(reachableUsers(principal));
@@ -230,9 +241,10 @@ export async function changeUser(
   }
   if (body.postal_address !== undefined) changes.postal_address = body.postal_address?.trim() || null;
   if (body.password !== undefined) changes.password_hash = await hashPassword(body.password);
-  const updated = demoting
-    ? await keepingAnAdministrator(db, target, 'demoted', (trx) => updateUser(trx, target.id, changes, now))
-    : await updateUser(db, target.id, changes, now);
+  const updated =
+    demoting && isActiveAdministrator(target)
+      ? await keepingAnAdministrator(db, target, 'demoted', (trx) => updateUser(trx, target.id, changes, now))
+      : await updateUser(db, target.id, changes, now);
   // A new password signs the user out of every browser, in case the old one was known to someone else.
   if (body.password !== undefined) await db.deleteFrom('web_sessions').where('user_id', '=', target.id).execute();
   return updated;
@@ -272,34 +284,46 @@ export async function cancelUser(db: Db, principal: Principal, target: UserRow, 
   }
   if (target.status === 'Cancelled') return target;
   const cancel = (trx: Db) => updateUser(trx, target.id, { status: 'Cancelled', cancelled_at: now }, now);
-  return target.roles.includes('Administrator') ? keepingAnAdministrator(db, target, 'cancelled', cancel) : cancel(db);
+  return isActiveAdministrator(target) ? keepingAnAdministrator(db, target, 'cancelled', cancel) : cancel(db);
 }
 
 /**
- * Runs `change` — which takes the Administrator role from `target` or cancels them — only if
- * another active Administrator remains, so nobody can lock everyone out. Under a lock: two
- * Administrators demoting each other at once cannot both succeed.
+ * Runs `change` — which demotes or cancels an Administrator, or revokes one's key — and keeps it
+ * only if an Administrator who can act remains afterwards: active, and holding a password or a
+ * live API key (one with neither cannot administer anything). Under a lock, so two Administrators
+ * demoting each other at once cannot both succeed.
  */
-async function keepingAnAdministrator(db: Db, target: UserRow, what: string, change: (trx: Db) => Promise<UserRow>): Promise<UserRow> {
-  if (target.status !== 'Active') return change(db);
+export async function keepingAnAdministrator<T>(db: Db, target: UserRef, what: string, change: (trx: Db) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {
     await sql`SELECT pg_advisory_xact_lock(hashtext('hopper:administrators'))`.execute(trx);
-    const other = await trx
-      .selectFrom('users')
-      .select('id')
-      .where(sql<boolean>`'Administrator' = ANY (roles)`)
-      .where('status', '=', 'Active')
-      .where('deleted_at', 'is', null)
-      .where('id', '!=', target.id)
+    const result = await change(trx);
+    const able = await trx
+      .selectFrom('users as u')
+      .select('u.id')
+      .where(sql<boolean>`'Administrator' = ANY (u.roles)`)
+      .where('u.status', '=', 'Active')
+      .where('u.deleted_at', 'is', null)
+      .where((eb) =>
+        eb.or([
+          eb('u.password_hash', 'is not', null),
+          eb.exists(eb.selectFrom('api_keys as k').select('k.id').whereRef('k.user_id', '=', 'u.id').where('k.revoked_at', 'is', null)),
+        ]),
+      )
+      .limit(1)
       .executeTakeFirst();
-    if (!other) {
+    if (!able) {
       throw new DomainError(
         'bad_request',
-        `User ${target.id} is the last active Administrator and cannot be ${what}: make another user an Administrator first.`,
+        `User ${target.id} is the last active Administrator who can sign in or hold a key, and cannot be ${what}: make another user an Administrator (with a password or a key) first.`,
       );
     }
-    return change(trx);
+    return result;
   });
+}
+
+/** Whether `user` is an active Administrator (whose loss `keepingAnAdministrator` guards). */
+export function isActiveAdministrator(user: Pick<UserRow, 'roles' | 'status' | 'deleted_at'>): boolean {
+  return user.roles.includes('Administrator') && user.status === 'Active' && user.deleted_at === null;
 }
 
 export async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {

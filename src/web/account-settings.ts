@@ -125,7 +125,15 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
       const nameError = name ? `The name must be at most ${KEY_NAME_MAX_LENGTH} characters.` : 'Give the key a name.';
       return sendIntegrations(reply, session, { nameError, name }, 422);
     }
-    const { key, row } = await createApiKey(db, session.user.id, name);
+    let created: Awaited<ReturnType<typeof createApiKey>>;
+    try {
+      created = await createApiKey(db, session.user.id, name, { createdBy: session.user.id, now: clock(), limit: config.apiKeysPerUser });
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'conflict')
+        return sendIntegrations(reply, session, { nameError: error.message, name }, 409);
+      throw error;
+    }
+    const { key, row } = created;
     request.log.info({ userId: session.user.id, keyId: row.id }, 'API key generated from the web');
     return sendIntegrations(reply, session, { newKey: { name, key } });
   });

@@ -53,7 +53,8 @@ describe('API key lifecycle', () => {
     assert.equal(created.status, 201);
     assert.equal(created.headers['cache-control'], 'no-store');
     assert.equal(created.headers.location, `https://hopper.test/v3/api_keys/${created.body.id}`);
-    assert.deepEqual(Object.keys(created.body).sort(), ['created_at', 'id', 'key', 'last_used_at', 'name', 'prefix']);
+    assert.deepEqual(Object.keys(created.body).sort(), ['created_at', 'created_by', 'id', 'key', 'last_used_at', 'name', 'prefix']);
+    assert.equal(created.body.created_by, owner.id);
     assert.equal(created.body.prefix, created.body.key.slice(0, 10));
     assert.match(created.body.created_at, TIMESTAMP);
     assert.equal(created.body.last_used_at, null);

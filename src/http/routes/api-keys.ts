@@ -6,16 +6,18 @@ import {
   createApiKey,
   findLiveApiKey,
   NewApiKey,
+  requireMintable,
   revokeApiKey,
   searchApiKeys,
   toApiKey,
 } from '../../identity/api-keys.ts';
+import { keepingAnAdministrator } from '../../identity/users.ts';
 import { Success } from '../../json-schema.ts';
 import type { RoutePlugin } from '../context.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 
-/** API keys: anyone who may reach a user may list, create and revoke that user's keys. */
+/** API keys: who may list, mint and revoke whose keys is in identity/api-keys.ts. */
 export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['API keys'];
   const errors = problems(...AUTHENTICATED_ERRORS);
@@ -24,7 +26,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
   const manageableKey = async (principal: Principal, id: number) => {
     const found = requireReachable(principal, await findLiveApiKey(db, id), 'API key', id);
     requireManageable(principal, found.owner, 'revoke the keys');
-    return found.row;
+    return found;
   };
 
   app.get(
@@ -55,8 +57,12 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
       },
     },
     async (request, reply) => {
-      requireManageable(request.principal, request.owner, 'mint keys');
-      const { key, row } = await createApiKey(db, request.owner.id, request.body.name);
+      requireMintable(request.principal, request.owner);
+      const { key, row } = await createApiKey(db, request.owner.id, request.body.name, {
+        createdBy: request.principal.userId,
+        now: clock(),
+        limit: config.apiKeysPerUser,
+      });
       return reply
         .code(201)
         .header('Location', `${config.publicUrl}/v3/api_keys/${row.id}`)
@@ -82,8 +88,11 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
       },
     },
     async (request) => {
-      const key = await manageableKey(request.principal, request.params.id);
-      await revokeApiKey(db, key.id, clock());
+      const { row, owner } = await manageableKey(request.principal, request.params.id);
+      const revoke = (trx: typeof db) => revokeApiKey(trx, row.id, clock());
+      // An Administrator's key may be the last means anyone has of administering the service.
+      if (owner.roles.includes('Administrator')) await keepingAnAdministrator(db, owner, 'left without a key', revoke);
+      else await revoke(db);
       return { success: true };
     },
   );
