@@ -1,13 +1,13 @@
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/context.ts';
 import { PASSWORD_MAX_LENGTH, verifyPassword } from '../identity/passwords.ts';
+import { findSignInUser } from '../identity/users.ts';
 import { newSignInToken, SIGN_IN_COOKIE } from './csrf.ts';
 import { formatForUser, PAGE_SCHEMA, sendPage } from './render.ts';
 import { endSession, graceEndsAt, SESSION_COOKIE, startSession } from './sessions.ts';
-import { clearAccountFailures, recordSignInFailure, signInWaitSeconds } from './sign-in-throttle.ts';
+import { reserveSignInAttempt, signInSucceeded } from './sign-in-throttle.ts';
 
 /** Unknown email, wrong password, no password set: one answer, so the form reveals no accounts. */
 export const SIGN_IN_FAILED = 'The email or password is incorrect.';
@@ -41,26 +41,21 @@ export async function signInRoutes(web: App, { database: { db }, config, clock }
     if (!email || !password) return sendSignInForm(request, reply, { email, error: 'Enter your email and your password.' }, 422);
 
     const now = clock();
-    const waitSeconds = await signInWaitSeconds(db, email, request.ip, now);
-    if (waitSeconds > 0) {
+    const attempt = await reserveSignInAttempt(db, email, request.ip, now);
+    if (!attempt.ok) {
       request.log.warn('sign-in refused: too many failed attempts');
-      reply.header('Retry-After', String(waitSeconds));
-      const minutes = Math.ceil(waitSeconds / 60);
+      reply.header('Retry-After', String(attempt.waitSeconds));
+      const minutes = Math.ceil(attempt.waitSeconds / 60);
       const error = `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
       return sendSignInForm(request, reply, { email, error }, 429);
     }
 
-    const user = await db
-      .selectFrom('users')
-      .select(['id', 'password_hash', 'status', 'cancelled_at'])
-      .where(sql<string>`lower(email)`, '=', email.toLowerCase())
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
+    const user = await findSignInUser(db, email);
     // An over-long password is checked against nothing, in the same time as any other failure.
     const usable = password.length <= PASSWORD_MAX_LENGTH;
     const matches = (await verifyPassword(usable ? password : '', usable ? user?.password_hash : null)) && user !== undefined;
     if (!matches || !user) {
-      await recordSignInFailure(db, email, request.ip, now);
+      // The attempt stays reserved: it counts as a failure.
       // The email typed is not logged: people type their password into it by mistake.
       request.log.info('sign-in failed');
       return sendSignInForm(request, reply, { email, error: SIGN_IN_FAILED }, 422);
@@ -73,7 +68,7 @@ export async function signInRoutes(web: App, { database: { db }, config, clock }
       return sendSignInForm(request, reply, { email, error }, 403);
     }
 
-    await clearAccountFailures(db, email);
+    await signInSucceeded(db, email, attempt.reserved);
     const session = await startSession(db, user.id, now);
     request.log.info({ userId: user.id }, 'signed in');
     return reply
