@@ -1,3 +1,4 @@
+import { Server as NetServer } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/database.ts';
@@ -102,12 +103,36 @@ function printFirstStart(publicUrl: string, first: FirstStart, certFile: string 
   );
 }
 
-/** Closes the HTTP server; requests still running after `timeoutMs` have their connections cut. */
+/** How long no request may arrive on an open connection before those left idle are closed. */
+const QUIET_MS = 250;
+
+/**
+ * Closes the HTTP server without cutting a request a client has already sent. New connections are
+ * refused at once, but kept-alive ones stay open until no request has arrived for QUIET_MS: a
+ * request sent just before the signal may still be unread — on PGlite, whose queries run on this
+ * thread, for as long as a query takes — and closing its connection as idle would cut it. Every
+ * answer from now on says `Connection: close`. Requests still running after `timeoutMs` have
+ * their connections cut.
+ */
 async function closeHttp(app: App, timeoutMs: number): Promise<void> {
+  const server = app.server;
+  const started = Date.now();
+  let lastRequest = started;
+  server.prependListener('request', (_request, response) => {
+    lastRequest = Date.now();
+    response.setHeader('Connection', 'close');
+  });
+  // The listening socket alone (net.Server's close): http.Server's would also close idle connections now.
+  NetServer.prototype.close.call(server);
+  while (Date.now() - lastRequest < QUIET_MS && Date.now() - started < timeoutMs) {
+    await new Promise((resolve) => setTimeout(resolve, QUIET_MS / 5));
+    // After the sockets' pending reads (the poll phase), not before them.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
   const closed = app.close();
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), timeoutMs);
+    timer = setTimeout(() => resolve('late'), Math.max(0, timeoutMs - (Date.now() - started)));
   });
   if ((await Promise.race([closed, late])) === 'late') {
     app.log.warn({ timeoutMs }, 'requests still running at SHUTDOWN_TIMEOUT: their connections are closed');
