@@ -36,6 +36,11 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return typeof message === 'string' && DB_UNREACHABLE_MESSAGES.test(message);
 }
 
+/** The level at which a failure is logged: an outage is expected and waited out (a warning), anything else an error. */
+export function failureLevel(error: unknown): 'warn' | 'error' {
+  return isDatabaseUnavailable(error) ? 'warn' : 'error';
+}
+
 const DB_UNREACHABLE_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|EPIPE|57P0[1-3]|57014|08\w{3})$/;
 // node-postgres reports its own timeouts and dropped connections without a code.
 const DB_UNREACHABLE_MESSAGES =

@@ -1,8 +1,7 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP } from 'node:net';
 import { DomainError } from '../errors.ts';
+import { connectionLookup, urlProblem } from '../net/address-guard.ts';
 import { mediaRejected } from './errors.ts';
 
 export interface RemoteFetchOptions {
@@ -25,73 +24,11 @@ const FIELD = 'full_url';
 const MAX_REDIRECTS = 5;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
-// Addresses a URL from a client must not make Hopper reach: loopback, private networks, link-local
-// (cloud metadata services live at 169.254.169.254), carrier-grade NAT, multicast, reserved and
-// documentation ranges, and IPv6 forms that embed IPv4. IPv4-mapped IPv6 is matched by the IPv4 rules.
-const PRIVATE = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 3],
-] as const) {
-  PRIVATE.addSubnet(network, prefix, 'ipv4');
-}
-for (const [network, prefix] of [
-  ['::', 127],
-  ['64:ff9b::', 96],
-  ['100::', 64],
-  ['2001:db8::', 32],
-  ['2002::', 16],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) {
-  PRIVATE.addSubnet(network, prefix, 'ipv6');
-}
-
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  return family === 0 || PRIVATE.check(address, family === 4 ? 'ipv4' : 'ipv6');
-}
-
-class PrivateAddressError extends Error {
-  override name = 'PrivateAddressError';
-}
-
-/**
- * Resolves like `dns.lookup` but refuses names that resolve to a private address. Checking here,
- * where the socket gets its address, means a name cannot pass a check and then re-resolve
- * elsewhere (DNS rebinding), and every redirect hop is checked the same way.
- */
-function guardedLookup(hostname: string, options: LookupOptions, callback: (...args: unknown[]) => void): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
-    if (error) return callback(error);
-    const refused = addresses.find((a) => isPrivateAddress(a.address));
-    if (refused) return callback(new PrivateAddressError(`${hostname} resolves to ${refused.address}`));
-    if (options.all) return callback(null, addresses);
-    callback(null, addresses[0]?.address, addresses[0]?.family);
-  });
-}
-
 /** Opens `address` for reading: http(s) only, redirects followed and re-checked, one deadline for everything. */
 export async function openRemoteFile(address: string, options: RemoteFetchOptions): Promise<RemoteFile> {
   const deadline = AbortSignal.timeout(options.timeoutMs);
-  let url = httpUrl(address);
+  let url = checkedUrl(address, options.allowPrivate);
   for (let hop = 0; ; hop++) {
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    if (!options.allowPrivate && isIP(host) && isPrivateAddress(host)) {
-      throw unreachable('it points at a private or loopback address, which Hopper does not fetch from');
-    }
     let response: IncomingMessage;
     try {
       response = await get(url, deadline, options.allowPrivate);
@@ -105,6 +42,8 @@ export async function openRemoteFile(address: string, options: RemoteFetchOption
       if (hop === MAX_REDIRECTS) throw unreachable(`it redirected more than ${MAX_REDIRECTS} times`);
       const target = URL.canParse(location, url.href) ? new URL(location, url) : undefined;
       if (target?.protocol !== 'http:' && target?.protocol !== 'https:') throw unreachable('it redirected to a URL that is not http(s)');
+      const problem = urlProblem(target, { allowHttp: true, allowPrivate: options.allowPrivate });
+      if (problem) throw unreachable(`it redirected to ${target.host}, which is refused: the URL ${problem}`);
       url = target;
       continue;
     }
@@ -126,7 +65,7 @@ export function fetchFailure(error: unknown, deadline: AbortSignal, timeoutMs: n
   // An abort surfaces as AbortError while connecting but as ECONNRESET mid-body: ask the signal.
   if (deadline.aborted) return unreachable(`it did not arrive within ${timeoutMs / 1000} s`);
   const { name, code, message } = error as NodeJS.ErrnoException;
-  if (name === 'PrivateAddressError') return unreachable(`it points at a private or loopback address (${message})`);
+  if (name === 'RefusedAddress') return unreachable(`it points at a private or loopback address (${message})`);
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return unreachable('its host name does not resolve');
   if (code === 'ECONNREFUSED') return unreachable('the server refused the connection');
   if (code?.includes('CERT') || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')
@@ -138,11 +77,12 @@ function unreachable(reason: string): DomainError {
   return mediaRejected('unreachable', FIELD, `could not be fetched: ${reason}`);
 }
 
-function httpUrl(text: string): URL {
+/** The URL a client gave, held to the rules every outbound connection follows (net/address-guard.ts). */
+function checkedUrl(text: string, allowPrivate: boolean): URL {
   const url = URL.canParse(text) ? new URL(text) : undefined;
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw mediaRejected('unreachable', FIELD, 'must be an absolute http:// or https:// URL');
-  }
+  if (!url) throw mediaRejected('unreachable', FIELD, 'must be an absolute http:// or https:// URL');
+  const problem = urlProblem(url, { allowHttp: true, allowPrivate });
+  if (problem) throw mediaRejected('unreachable', FIELD, problem);
   return url;
 }
 
@@ -153,7 +93,7 @@ function get(url: URL, signal: AbortSignal, allowPrivate: boolean): Promise<Inco
       url,
       {
         signal,
-        lookup: allowPrivate ? undefined : (guardedLookup as unknown as typeof dnsLookup),
+        lookup: connectionLookup(allowPrivate),
         headers: { 'user-agent': 'Hopper media fetcher', accept: 'audio/*, image/*;q=0.8, */*;q=0.5' },
       },
       resolve,

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
-import { isDatabaseUnavailable } from '../db/errors.ts';
+import { failureLevel, isDatabaseUnavailable } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
@@ -102,7 +102,7 @@ export class SendingEngine {
     );
     await this.sweep();
     this.#sweeper = setInterval(() => {
-      this.sweep().catch((error) => this.#deps.log.error({ err: error }, 'sweep failed'));
+      this.sweep().catch((error) => this.#deps.log[failureLevel(error)]({ err: error }, 'sweep failed'));
     }, this.#settings.sweepIntervalMs);
     this.#sweeper.unref();
   }
@@ -226,7 +226,7 @@ export class SendingEngine {
     try {
       await run();
     } catch (error) {
-      this.#deps.log.error({ err: error, job: data }, `${what} job failed`);
+      this.#deps.log[failureLevel(error)]({ err: error, job: data }, `${what} job failed`);
       throw error;
     }
   }

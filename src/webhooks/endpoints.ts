@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
@@ -7,7 +6,7 @@ import type { WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, throwIfAny, validationError } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
-import { isPrivateAddress } from '../media/remote-fetch.ts';
+import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
 import { TEST_EVENT, WEBHOOK_EVENT_TYPES } from './events.ts';
 import { newSecret } from './signing.ts';
@@ -59,32 +58,12 @@ type UpdateBody = Partial<CreateBody>;
 
 export const WEBHOOK_FILTERS: Filters = { id: { kind: 'id', column: 'id' }, url: { kind: 'text', column: 'url' } };
 
-export interface TargetRules {
-  allowHttp: boolean;
-  allowPrivate: boolean;
-}
-
 /**
- * The URL rules that can be checked when an endpoint is saved: https (http only when allowed), no
- * credentials, and no literal private address. Names are resolved, and checked again, at every
- * delivery (a name can change what it points at).
+ * The URL rules that can be checked when an endpoint is saved (net/address-guard.ts). Names are
+ * resolved, and checked again, at every delivery (a name can change what it points at).
  */
-export function urlProblem(text: string, rules: TargetRules): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return 'must be an absolute URL';
-  }
-  if (url.protocol !== 'https:' && !(rules.allowHttp && url.protocol === 'http:')) {
-    return rules.allowHttp ? 'must be an http:// or https:// URL' : 'must be an https:// URL';
-  }
-  if (url.username || url.password) return 'must not contain a user name or password';
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!rules.allowPrivate && (host === 'localhost' || host.endsWith('.localhost') || (isIP(host) && isPrivateAddress(host)))) {
-    return 'must not point at a private, loopback or link-local address';
-  }
-  return undefined;
+export function endpointUrlProblem(text: string, rules: UrlRules): string | undefined {
+  return URL.canParse(text) ? urlProblem(new URL(text), rules) : 'must be an absolute URL';
 }
 
 export function toApiWebhookEndpoint(row: WebhookEndpointRow) {
@@ -103,16 +82,16 @@ export function toApiWebhookEndpoint(row: WebhookEndpointRow) {
   };
 }
 
-function checkFields(body: UpdateBody, rules: TargetRules): void {
+function checkFields(body: UpdateBody, rules: UrlRules): void {
   const errors: FieldErrors = {};
   if (body.url !== undefined) {
-    const problem = urlProblem(body.url, rules);
+    const problem = endpointUrlProblem(body.url, rules);
     if (problem) errors.url = [problem];
   }
   throwIfAny(errors);
 }
 
-export async function createWebhookEndpoint(db: Db, userId: number, body: CreateBody, rules: TargetRules, now: Date) {
+export async function createWebhookEndpoint(db: Db, userId: number, body: CreateBody, rules: UrlRules, now: Date) {
   checkFields(body, rules);
   const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_endpoints WHERE user_id = ${userId}`.execute(db);
   if (Number(rows[0]?.n ?? 0) >= MAX_ENDPOINTS_PER_USER) {
@@ -144,7 +123,7 @@ export async function searchWebhookEndpoints(db: Db, userId: number, params: Sea
 }
 
 /** Applies the fields present. Enabling an endpoint again clears why it was disabled and its failing streak. */
-export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow, body: UpdateBody, rules: TargetRules, now: Date) {
+export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow, body: UpdateBody, rules: UrlRules, now: Date) {
   checkFields(body, rules);
   const values: Record<string, unknown> = {};
   if (body.url !== undefined) values.url = body.url;

@@ -1,10 +1,8 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { readFileSync } from 'node:fs';
-import { isIP, type LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent, errors, request } from 'undici';
 import type { WebhookConfig } from '../config.ts';
-import { isPrivateAddress } from '../media/remote-fetch.ts';
+import { connectionLookup, RefusedAddress, urlProblem } from '../net/address-guard.ts';
 
 /**
  * Posts one signed event to an endpoint and says how it went. The address is checked where the
@@ -33,15 +31,10 @@ export interface WebhookSender {
   close(): Promise<void>;
 }
 
-class RefusedAddress extends Error {
-  override name = 'RefusedAddress';
-  code = 'HOPPER_REFUSED_ADDRESS';
-}
-
 const MAX_ERROR_BODY = 200;
 
 export function createWebhookSender(config: WebhookConfig): WebhookSender {
-  const lookup = config.allowPrivate ? undefined : (guardedLookup as unknown as LookupFunction);
+  const lookup = connectionLookup(config.allowPrivate);
   // One TLS context for every connection: made per connection, the trusted roots are parsed each time.
   const secureContext = createSecureContext(config.caFile ? { ca: [...rootCertificates, readFileSync(config.caFile, 'utf8')] } : {});
   const agent = new Agent({
@@ -62,19 +55,10 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
         ok: error === null,
         durationMs: Math.round(performance.now() - started),
       });
-      let url: URL;
-      try {
-        url = new URL(target);
-      } catch {
-        return done(null, 'the endpoint URL is not valid');
-      }
-      if (url.protocol !== 'https:' && !(url.protocol === 'http:' && config.allowHttp)) {
-        return done(null, 'the endpoint URL must be https://');
-      }
-      const host = url.hostname.replace(/^\[|\]$/g, '');
-      if (!config.allowPrivate && (isIP(host) ? isPrivateAddress(host) : host === 'localhost')) {
-        return done(null, `refused: ${host} is a private, loopback or link-local address`);
-      }
+      if (!URL.canParse(target)) return done(null, 'the endpoint URL is not valid');
+      const url = new URL(target);
+      const problem = urlProblem(url, config);
+      if (problem) return done(null, `refused: the endpoint URL ${problem}`);
       // One deadline for the whole exchange: connecting, the answer's headers and its body.
       const deadline = AbortSignal.timeout(config.timeoutMs);
       try {
@@ -112,16 +96,4 @@ function describe(error: Error & { code?: string; cause?: unknown }): string {
   if (error instanceof errors.ConnectTimeoutError) return `connection timed out: ${error.message}`;
   const shown = cause && !error.code ? cause : error;
   return shown.code ? `${shown.code}: ${shown.message}` : shown.message;
-}
-
-/** `dns.lookup` that refuses a name resolving to any private address, and connects to the checked one. */
-function guardedLookup(hostname: string, options: LookupOptions, callback: (...args: unknown[]) => void): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
-    if (error) return callback(error);
-    const refused = addresses.find((a) => isPrivateAddress(a.address));
-    if (refused)
-      return callback(new RefusedAddress(`${hostname} resolves to ${refused.address}, a private, loopback or link-local address`));
-    if (options.all) return callback(null, addresses);
-    callback(null, addresses[0]?.address, addresses[0]?.family);
-  });
 }

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
+import { failureLevel } from '../db/errors.ts';
 import { type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import type { Clock } from '../time.ts';
@@ -232,7 +233,7 @@ export async function startWebhookWorker(deps: WebhookWorkerDeps): Promise<Webho
       try {
         await pump(job.data.endpointId);
       } catch (error) {
-        deps.log.error({ err: error, endpoint: job.data.endpointId }, 'webhook job failed');
+        deps.log[failureLevel(error)]({ err: error, endpoint: job.data.endpointId }, 'webhook job failed');
         throw error;
       } finally {
         // A job asked for while this one ran waits for it to be marked done: fetch again once it
@@ -254,7 +255,8 @@ export async function startWebhookWorker(deps: WebhookWorkerDeps): Promise<Webho
       }
       if (due.length > 0) wakeQueue();
     } catch (error) {
-      if (!stopping) deps.log.error({ err: error }, 'webhook poll failed');
+      // An outage is expected and waited out (docs/operations.md): a warning, as elsewhere.
+      if (!stopping) deps.log[failureLevel(error)]({ err: error }, 'webhook poll failed');
     }
   };
   const wake = () => {
@@ -285,7 +287,7 @@ export async function startWebhookWorker(deps: WebhookWorkerDeps): Promise<Webho
     () => {
       pruning ??= prune()
         .then((n) => n > 0 && deps.log.info({ events: n }, 'old webhook history deleted'))
-        .catch((error) => deps.log.error({ err: error }, 'webhook history sweep failed'))
+        .catch((error) => deps.log[failureLevel(error)]({ err: error }, 'webhook history sweep failed'))
         .finally(() => {
           pruning = undefined;
         });

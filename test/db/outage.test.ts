@@ -175,6 +175,12 @@ describe('PostgreSQL going away and coming back', { skip: missing }, () => {
       '/health and the API said database_unavailable',
     );
     assertOutageAnswers(answers);
+    // An outage is expected, waited out and answered: logged as warnings, never as errors.
+    const errors = hopper
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{') && (JSON.parse(line) as { level: number }).level >= 50);
+    assert.deepEqual(errors.slice(0, 3), [], `no error-level log line during the outage (${errors.length})`);
     t.diagnostic(
       `${answers.length} requests, ${during.length} during the outage (slowest ${Math.max(...during.map((a) => a.ms))} ms); back ${backAfter} ms after the restart`,
     );
