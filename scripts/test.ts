@@ -21,6 +21,7 @@ const ALONE = [
   'test/main.test.ts',
   'test/webhooks/restart.test.ts',
   'test/http/rate-limit.test.ts',
+  'test/security/graceful-stop.test.ts',
 ];
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 2);
 // A test that hangs fails after this long instead of holding the run until CI's own limit (the
