@@ -91,10 +91,15 @@ describe('SIGTERM on the embedded database (PGlite), as npm start runs it', () =
       assert.ok(before.length > 32, 'the load was running when the signal came');
       assert.deepEqual(cut, [], 'no request sent before the signal was cut');
       assert.deepEqual([...new Set(before.map((o) => o.status))], [200]);
+      // The signal reaches the server a moment after it is sent: a request sent just after it may
+      // still be answered as usual; those that arrive once the stop has begun say Connection: close.
+      assert.ok(
+        outcomes.some((o) => o.connection === 'close'),
+        'answers during the stop say Connection: close',
+      );
       for (const o of after) {
         if (o.status !== undefined) {
           assert.equal(o.status, 200);
-          assert.equal(o.connection, 'close', 'answered during the stop: Connection: close');
         } else {
           // Never answered: its connection was refused (the listener was closed), or it was never
           // written (the socket was closed before it was sent, after a `Connection: close`).
