@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { generateApiKey } from '../src/identity/api-key-format.ts';
+import { generateApiKey } from '../src/api-key-format.ts';
 
 /**
  * `npm run bench:import`: 100,000 contacts in one CSV imported through the API on PostgreSQL,

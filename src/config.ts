@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseApiKey } from './identity/api-key-format.ts';
+import { parseApiKey } from './api-key-format.ts';
 
 export const ROLES = ['all', 'api', 'worker'] as const;
 export type ProcessRole = (typeof ROLES)[number];

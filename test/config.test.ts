@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { generateApiKey } from '../src/api-key-format.ts';
 import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
-import { generateApiKey } from '../src/identity/api-key-format.ts';
 
 describe('configuration', () => {
   test('defaults follow DESIGN.md §3 and the result is frozen', () => {

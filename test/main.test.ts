@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { generateApiKey } from '../src/identity/api-key-format.ts';
+import { generateApiKey } from '../src/api-key-format.ts';
 
 /**
  * The README's start command, for real: `node src/main.ts` in a child process on the embedded

@@ -1,5 +1,4 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
-import type { RoleName } from '../identity/roles.ts';
 
 /** Timestamps are `timestamptz`: read as Date, written as Date or SQL `now()`. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -11,6 +10,9 @@ export interface TeamsTable {
   created_at: Timestamp;
   updated_at: Timestamp;
 }
+
+/** The roles of a user, in rising order of rights (identity/roles.ts lists them in that order). */
+export type RoleName = 'User' | 'Team Administrator' | 'Administrator';
 
 export interface UsersTable {
   id: Generated<number>;

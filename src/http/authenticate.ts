@@ -1,12 +1,12 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
+import { hashApiKey, parseApiKey } from '../api-key-format.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
 import type { Principal } from '../identity/access.ts';
-import { hashApiKey, parseApiKey } from '../identity/api-key-format.ts';
 import { findKeyOwner, touchApiKey } from '../identity/api-keys.ts';
 import { rankOf } from '../identity/roles.ts';
 import { type Clock, formatTimestamp } from '../time.ts';

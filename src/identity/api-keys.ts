@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { displayPrefix, generateApiKey, hashApiKey } from '../api-key-format.ts';
 import type { Db } from '../db/database.ts';
 import { findOwnedRow, type UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
@@ -8,7 +9,6 @@ import { DomainError } from '../errors.ts';
 import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import type { Principal } from './access.ts';
-import { displayPrefix, generateApiKey, hashApiKey } from './api-key-format.ts';
 import { RANK } from './roles.ts';
 
 /**

@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
+import { hashApiKey } from '../api-key-format.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { NewUser } from '../db/schema.ts';
-import { hashApiKey } from './api-key-format.ts';
 import { createApiKey } from './api-keys.ts';
 import { generatePassword, hashPassword } from './passwords.ts';
 import type { RoleName } from './roles.ts';

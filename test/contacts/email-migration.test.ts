@@ -124,7 +124,10 @@ describe('migration 0021 on contacts that already share addresses', () => {
     // 0021, and whatever later migrations there are.
     const ran = await migrateToLatest(db as unknown as Kysely<unknown>, schema);
     assert.deepEqual(ran.slice(0, 1), ['0021-contact-email-unique']);
-    assert.deepEqual(ran, Object.keys(MIGRATIONS).filter((name) => name >= '0021'));
+    assert.deepEqual(
+      ran,
+      Object.keys(MIGRATIONS).filter((name) => name >= '0021'),
+    );
     assert.deepEqual(await marked(), ['Dup 2', 'Dup 3', 'Hooked 2']);
     // The data is as it was; marking a contact is no change of it for webhooks.
     assert.deepEqual(await shared(), [

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import tls from 'node:tls';
-import { generateApiKey } from '../../src/identity/api-key-format.ts';
+import { generateApiKey } from '../../src/api-key-format.ts';
 import { loadTls } from '../../src/tls.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { generateApiKey } from '../../src/identity/api-key-format.ts';
+import { generateApiKey } from '../../src/api-key-format.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { asKey } from '../support/client.ts';
 import { assertProblem, createTeam, createUser } from '../support/factories.ts';

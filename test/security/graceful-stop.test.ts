@@ -4,7 +4,7 @@ import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { generateApiKey } from '../../src/identity/api-key-format.ts';
+import { generateApiKey } from '../../src/api-key-format.ts';
 import { freePort, startHopper, stopHopper } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { generateApiKey } from '../../src/identity/api-key-format.ts';
+import { generateApiKey } from '../../src/api-key-format.ts';
 import { asKey } from '../support/client.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
-import { generateApiKey } from '../../src/identity/api-key-format.ts';
+import { generateApiKey } from '../../src/api-key-format.ts';
 import { freePort, type HopperProcess, startHopper, stopHopper } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { testConfigEnv, usingPostgres } from '../support/test-app.ts';
