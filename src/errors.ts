@@ -32,6 +32,16 @@ export class DomainError extends Error {
   }
 }
 
+/** The one wording of a resource that does not exist, or was deleted: `Contact 7 does not exist.` */
+export function notFound(what: string, id: number): DomainError {
+  return new DomainError('not_found', `${what} ${id} does not exist.`);
+}
+
+/** An address a write found taken, and free again when the holder was looked for: the caller may simply retry. */
+export function addressFreedMeanwhile(email: string | null | undefined): DomainError {
+  return new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
+}
+
 /** A refusal naming each field and what is wrong with it; the message counts them like Laravel's. */
 export function validationError(errors: FieldErrors): DomainError {
   const fields = Object.keys(errors);

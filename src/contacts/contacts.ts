@@ -5,7 +5,7 @@ import { isUniqueViolation } from '../db/errors.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { ContactRow, ContactStatus, ContactsTable } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { addressFreedMeanwhile, DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from './phone.ts';
@@ -205,7 +205,7 @@ async function writingAddress<T>(db: Db, userId: number, email: string, write: (
     if (result !== REFUSED) return result;
     const holder = await findContactByEmail(db, userId, email);
     if (holder) throw emailTaken(holder);
-    if (attempt === 2) throw new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
+    if (attempt === 2) throw addressFreedMeanwhile(email);
   }
 }
 

@@ -2,7 +2,7 @@ import { parse } from 'csv-parse/sync';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
-import { DomainError, type FieldErrors } from '../errors.ts';
+import { addressFreedMeanwhile, DomainError, type FieldErrors } from '../errors.ts';
 import { type ContactFields, type ContactInput, contactChanges } from './contacts.ts';
 import { ensureTags, tagKey } from './tags.ts';
 
@@ -268,7 +268,7 @@ async function writeBatch(db: Db, userId: number, batch: Checked[], now: Date): 
       // Still unmatched: the contact that held the address left it meanwhile; insert them again.
       pending = taken.filter((row) => !ids.has(row));
       if (pending.length > 0 && attempt === 3) {
-        throw new DomainError('conflict', `The email address ${pending[0]?.fields.email} is taken and freed again meanwhile; try again.`);
+        throw addressFreedMeanwhile(pending[0]?.fields.email);
       }
     }
     const updates = batch.filter((row) => !created.has(row));

@@ -6,7 +6,7 @@ import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
-import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
 import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
@@ -226,7 +226,7 @@ export async function findEmail(db: Db, id: number): Promise<EmailView | undefin
 
 async function requireEmail(db: Db, id: number): Promise<EmailView> {
   const view = await findEmail(db, id);
-  if (!view) throw new DomainError('not_found', `Templated email ${id} does not exist.`);
+  if (!view) throw notFound('Templated email', id);
   return view;
 }
 

@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import type { TeamRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { DomainError } from '../errors.ts';
+import { DomainError, notFound } from '../errors.ts';
 import { Id, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import { canSeeTeam, type Principal, requireRank, visibleTeams } from './access.ts';
@@ -30,7 +30,7 @@ export function searchTeams(db: Db, principal: Principal, params: SearchParams) 
 
 export async function findVisibleTeam(db: Db, principal: Principal, id: number): Promise<TeamRow> {
   const row = await db.selectFrom('teams').selectAll().where('id', '=', id).executeTakeFirst();
-  if (!row) throw new DomainError('not_found', `Team ${id} does not exist.`);
+  if (!row) throw notFound('Team', id);
   if (!canSeeTeam(principal, id)) throw new DomainError('forbidden', `You may not access team ${id}.`);
   return row;
 }

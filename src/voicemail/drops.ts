@@ -7,7 +7,7 @@ import type { UserRef } from '../db/owned-rows.ts';
 import { precompiled } from '../db/precompiled.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
-import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
@@ -209,7 +209,7 @@ export async function findDrop(db: Db, id: number): Promise<DropView | undefined
 
 async function requireDrop(db: Db, id: number): Promise<DropView> {
   const view = await findDrop(db, id);
-  if (!view) throw new DomainError('not_found', `Voicemail drop ${id} does not exist.`);
+  if (!view) throw notFound('Voicemail drop', id);
   return view;
 }
 

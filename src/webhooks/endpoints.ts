@@ -4,7 +4,7 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { DomainError, type FieldErrors, throwIfAny, validationError } from '../errors.ts';
+import { type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
@@ -140,7 +140,7 @@ export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow
     .where('user_id', '=', endpoint.user_id)
     .returningAll()
     .executeTakeFirst();
-  if (!row) throw new DomainError('not_found', `Webhook ${endpoint.id} does not exist.`);
+  if (!row) throw notFound('Webhook', endpoint.id);
   return row;
 }
 
@@ -163,7 +163,7 @@ export async function rotateWebhookSecret(db: Db, endpoint: WebhookEndpointRow, 
     .where('user_id', '=', endpoint.user_id)
     .returningAll()
     .executeTakeFirst();
-  if (!row) throw new DomainError('not_found', `Webhook ${endpoint.id} does not exist.`);
+  if (!row) throw notFound('Webhook', endpoint.id);
   return row;
 }
 

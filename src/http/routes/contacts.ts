@@ -9,7 +9,7 @@ import {
   toApiContacts,
   updateContact,
 } from '../../contacts/contacts.ts';
-import { DomainError } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
 import type { RoutePlugin } from '../context.ts';
@@ -80,7 +80,7 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
     async (request) => {
       const contact = await reachableContact(request.principal, request.params.id);
       const updated = await updateContact(db, contact, request.body, clock());
-      if (!updated) throw new DomainError('not_found', `Contact ${contact.id} does not exist.`);
+      if (!updated) throw notFound('Contact', contact.id);
       return updated;
     },
   );

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
 import type { MediaRow } from '../../db/schema.ts';
-import { DomainError, validationError } from '../../errors.ts';
+import { DomainError, notFound, validationError } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success, WritableBody } from '../../json-schema.ts';
 import { AUDIO_COLLECTION } from '../../media/detect.ts';
@@ -177,7 +177,7 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
         );
       }
       const deleted = await softDeleteMedia(db, media.user_id, media.id, clock());
-      if (!deleted) throw new DomainError('not_found', `Media ${media.id} does not exist.`);
+      if (!deleted) throw notFound('Media', media.id);
       // The row stays (drops that used it still show it); the bytes go, as the owner asked.
       await storage
         .delete(deleted.storage_key)

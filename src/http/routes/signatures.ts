@@ -10,7 +10,7 @@ import {
   UpdateSignatureBody,
   updateSignature,
 } from '../../email/signatures.ts';
-import { DomainError } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
 import type { RoutePlugin } from '../context.ts';
@@ -77,7 +77,7 @@ export const signatureRoutes: RoutePlugin = async (app, { database: { db }, conf
     async (request) => {
       const signature = await reachableSignature(request.principal, request.params.id);
       const updated = await updateSignature(db, signature, request.body, clock());
-      if (!updated) throw new DomainError('not_found', `Signature ${signature.id} does not exist.`);
+      if (!updated) throw notFound('Signature', signature.id);
       return toApiSignature(updated);
     },
   );

@@ -11,7 +11,7 @@ import {
   UpdateTagBody,
   withContactsCount,
 } from '../../contacts/tags.ts';
-import { DomainError } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
 import type { RoutePlugin } from '../context.ts';
@@ -64,7 +64,7 @@ export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, cl
       const tag = await reachableTag(request.principal, request.params.id);
       if (request.body.name === undefined) return withContactsCount(db, tag);
       const renamed = await renameTag(db, tag, request.body.name, clock());
-      if (!renamed) throw new DomainError('not_found', `Tag ${tag.id} does not exist.`);
+      if (!renamed) throw notFound('Tag', tag.id);
       return withContactsCount(db, renamed);
     },
   );

@@ -10,7 +10,7 @@ import {
   UpdateTemplatedMessageBody,
   updateTemplatedMessage,
 } from '../../email/templated-messages.ts';
-import { DomainError } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import { requireRank } from '../../identity/access.ts';
 import { RANK } from '../../identity/roles.ts';
 import { Success } from '../../json-schema.ts';
@@ -23,7 +23,7 @@ export const templatedMessageRoutes: RoutePlugin = async (app, { database: { db 
   const tags = ['Templated messages'];
   const errors = problems(...AUTHENTICATED_ERRORS);
   const action = 'manage the templated message library';
-  const missing = (id: number) => new DomainError('not_found', `Templated message ${id} does not exist.`);
+  const missing = (id: number) => notFound('Templated message', id);
 
   app.get(
     '/templated_messages',
