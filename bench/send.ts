@@ -11,7 +11,7 @@ import { openJobQueue } from '../src/db/job-queue.ts';
 import type { TemplatedEmailRow } from '../src/db/schema.ts';
 import type { OutgoingEmail, PreparedEmail } from '../src/email/render.ts';
 import { renderEmail } from '../src/email/render.ts';
-import { senderIdentity } from '../src/email/sender.ts';
+import { senderIdentity } from '../src/email/sender-identity.ts';
 import { TrackingTokens } from '../src/email/tokens.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';

@@ -50,15 +50,20 @@ const DB_UNREACHABLE_MESSAGES =
  * Runs `attempt` until it succeeds or fails for a reason other than the database being out of
  * reach; while it is out of reach, waits (250 ms, growing to 2 s) and tries again — a worker
  * pauses through an outage instead of dropping what it holds. `giveUp` ends the waiting (the
- * process is stopping): the last error is thrown.
+ * process is stopping): the last error is thrown. `onWait` hears of each failed attempt (to log it).
  */
-export async function whileDatabaseAway<T>(attempt: () => Promise<T>, giveUp: () => boolean = () => false): Promise<T> {
+export async function whileDatabaseAway<T>(
+  attempt: () => Promise<T>,
+  giveUp: () => boolean = () => false,
+  onWait?: (error: unknown) => void,
+): Promise<T> {
   let wait = 250;
   for (;;) {
     try {
       return await attempt();
     } catch (error) {
       if (!isDatabaseUnavailable(error) || giveUp()) throw error;
+      onWait?.(error);
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(2_000, wait * 2);
     }

@@ -357,12 +357,14 @@ export interface ProviderEventsTable {
 }
 
 /** One message the inbound receiver accepted, once per Message-ID and recipient (migration 0010). */
+export type InboundMessageKind = 'reply' | 'bounce' | 'complaint' | 'unsubscribe';
+
 export interface InboundMessagesTable {
   id: Generated<number>;
   recipient: string;
   message_id: string;
   delivery_id: number;
-  kind: 'reply' | 'bounce' | 'complaint' | 'unsubscribe';
+  kind: InboundMessageKind;
   received_at: Timestamp;
 }
 
@@ -483,4 +485,8 @@ export type TemplatedMessageRow = Selectable<TemplatedMessagesTable>;
 export type VoicemailDropRow = Selectable<VoicemailDropsTable>;
 export type TemplatedEmailRow = Selectable<TemplatedEmailsTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;
+/** What a delivery says about where it went: its message, its contact and the address used. */
+export type DeliveryFacts = Pick<DeliveryRow, 'id' | 'user_id' | 'message_kind' | 'message_id' | 'contact_id' | 'address'>;
+export type ReplyRow = Selectable<RepliesTable>;
+export type NewReply = Insertable<RepliesTable>;
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;

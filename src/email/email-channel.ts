@@ -1,8 +1,9 @@
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
+import { findSenderFields } from '../identity/users.ts';
 import type { Channel } from '../sending/channel.ts';
 import { type PreparedEmail, renderEmail } from './render.ts';
-import { senderIdentity } from './sender.ts';
+import { senderIdentity } from './sender-identity.ts';
 import { findSignatureBody } from './signatures.ts';
 import type { TrackingTokens } from './tokens.ts';
 import type { MailTransport } from './transport.ts';
@@ -24,11 +25,8 @@ export function emailChannel(
         message.signature_id === null
           ? undefined
           : await findSignatureBody(db, message.user_id, message.signature_id, { evenDeleted: true });
-      const owner = await db
-        .selectFrom('users')
-        .select(['first_name', 'last_name', 'email', 'sender_name', 'sender_email', 'postal_address'])
-        .where('id', '=', message.user_id)
-        .executeTakeFirstOrThrow();
+      const owner = await findSenderFields(db, message.user_id);
+      if (!owner) throw new Error(`the owner of templated email ${message.id} is gone`);
       return {
         message,
         signatureHtml: signatureHtml ?? null,

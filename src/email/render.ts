@@ -2,7 +2,7 @@ import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { TemplatedEmailRow } from '../db/schema.ts';
 import type { ClaimedDelivery } from '../sending/deliveries.ts';
 import { htmlToText } from './email-text.ts';
-import type { SenderIdentity } from './sender.ts';
+import type { SenderIdentity } from './sender-identity.ts';
 import { MAX_LINK_INDEX, type TrackingTokens } from './tokens.ts';
 
 /** A rendered email as nodemailer takes it, with the stable Message-ID of its delivery. */

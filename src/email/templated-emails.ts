@@ -7,6 +7,7 @@ import { precompiled } from '../db/precompiled.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
 import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
+import { findSenderFields } from '../identity/users.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
 import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
@@ -195,7 +196,7 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
   const schedule = planSchedule(current, requested, otherChanges, ctx.clock, errors);
   if (schedule.status === 'Scheduled' && current?.status !== 'Scheduled' && ctx.config.smtpUrl && !ctx.config.mailPostalAddress) {
     // CAN-SPAM: commercial email shows a physical address; real mail does not leave without one.
-    const owner = await db.selectFrom('users').select('postal_address').where('id', '=', ownerId).executeTakeFirst();
+    const owner = await findSenderFields(db, ownerId);
     if (!owner?.postal_address) {
       errors.postal_address = [
         'the owner has no postal address (PUT /v3/users/{id} postal_address) and the operator set no MAIL_POSTAL_ADDRESS',

@@ -347,3 +347,15 @@ export async function emailTaken(db: Db, email: string, exceptId?: number): Prom
   if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
   return (await query.executeTakeFirst()) !== undefined;
 }
+
+/** The columns an email's sender identity is made of (email/sender-identity.ts). */
+export type SenderFields = Pick<UserRow, 'first_name' | 'last_name' | 'email' | 'sender_name' | 'sender_email' | 'postal_address'>;
+
+/** What a user's emails are sent as: the one read of the sender fields (undefined: no such user). */
+export async function findSenderFields(db: Db, userId: number): Promise<SenderFields | undefined> {
+  return db
+    .selectFrom('users')
+    .select(['first_name', 'last_name', 'email', 'sender_name', 'sender_email', 'postal_address'])
+    .where('id', '=', userId)
+    .executeTakeFirst();
+}

@@ -1,8 +1,11 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { ContactStatus, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
+import type { ContactStatus, DeliveryFacts, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
+import { runSearch, type SearchParams } from '../db/search.ts';
 import type { MessageKind } from '../messages/kinds.ts';
 import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
+import { DELIVERY_FILTERS } from './delivery-listing.ts';
+import { CLAIMABLE_STATES, DELIVERY_STATES, FAILED_STATES, PENDING_STATES, stateList } from './delivery-states.ts';
 
 /**
  * The delivery ledger: one row per message and contact (unique), moving through
@@ -10,9 +13,6 @@ import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts
  * Every state change that a counter reflects updates that counter in the same statement, so the
  * reporting object is exactly the ledger, however the process dies.
  */
-
-/** Deliveries still to be handed over: the message is not finished while any remain. */
-export const PENDING_STATES: readonly DeliveryState[] = ['queued', 'sending', 'deferred', 'held'];
 
 /** What resolving reads of a message: its owner, its recipients and (templated emails) its exclusions. */
 export interface ResolvableMessage {
@@ -145,7 +145,7 @@ export async function claimDeliveries(
     WITH fresh AS (
       SELECT id FROM deliveries
       WHERE message_kind = ${kind} AND message_id = ${messageId}
-        AND state IN ('queued', 'deferred', 'held') AND next_attempt_at <= ${now}
+        AND state IN (${stateList(CLAIMABLE_STATES)}) AND next_attempt_at <= ${now}
       ORDER BY next_attempt_at, id
       LIMIT ${limit}
       FOR UPDATE SKIP LOCKED
@@ -299,9 +299,9 @@ export interface DeliverySummary {
 export async function summarizeDeliveries(db: Db, kind: MessageKind, messageId: number): Promise<DeliverySummary> {
   const { rows } = await sql<{ total: string; pending: string; failed: string; next_at: Date | null; lease: Date | null }>`
     SELECT count(*) FILTER (WHERE state <> 'skipped') AS total,
-           count(*) FILTER (WHERE state IN ('queued', 'sending', 'deferred', 'held')) AS pending,
-           count(*) FILTER (WHERE state IN ('failed', 'bounced', 'dropped')) AS failed,
-           min(next_attempt_at) FILTER (WHERE state IN ('queued', 'deferred', 'held')) AS next_at,
+           count(*) FILTER (WHERE state IN (${stateList(PENDING_STATES)})) AS pending,
+           count(*) FILTER (WHERE state IN (${stateList(FAILED_STATES)})) AS failed,
+           min(next_attempt_at) FILTER (WHERE state IN (${stateList(CLAIMABLE_STATES)})) AS next_at,
            min(lease_until) FILTER (WHERE state = 'sending') AS lease
     FROM deliveries WHERE message_kind = ${kind} AND message_id = ${messageId}`.execute(db);
   const row = rows[0];
@@ -322,5 +322,47 @@ export async function cancelPendingDeliveries(db: Db, kind: MessageKind, message
   await sql`
     UPDATE deliveries SET state = 'cancelled', updated_at = ${now}, lease_until = NULL
     WHERE message_kind = ${kind} AND message_id = ${messageId}
-      AND (state IN ('queued', 'deferred', 'held') OR (state = 'sending' AND lease_until < ${now}))`.execute(db);
+      AND (state IN (${stateList(CLAIMABLE_STATES)}) OR (state = 'sending' AND lease_until < ${now}))`.execute(db);
+}
+
+/** What each delivery says about where it went, for those of `ids` that exist. */
+export async function findDeliveryFacts(db: Db, ids: readonly number[]): Promise<DeliveryFacts[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('deliveries')
+    .select(['id', 'user_id', 'message_kind', 'message_id', 'contact_id', 'address'])
+    .where('id', 'in', ids)
+    .execute();
+}
+
+/** One page of the deliveries of one message, filtered by `DELIVERY_FILTERS`. */
+export function searchDeliveries(db: Db, kind: MessageKind, message: { id: number; user_id: number }, params: SearchParams) {
+  const query = db
+    .selectFrom('deliveries as d')
+    .leftJoin('provider_submissions as s', 's.delivery_id', 'd.id')
+    .select([
+      'd.id',
+      'd.contact_id',
+      'd.address',
+      'd.state',
+      'd.attempts',
+      'd.last_error',
+      'd.provider_message_id',
+      'd.sent_at',
+      'd.delivered_at',
+      'd.created_at',
+      'd.updated_at',
+      'd.next_attempt_at',
+      'd.message_kind',
+      's.provider',
+      's.result_at',
+      's.next_check_at',
+      's.proof_of_delivery_url',
+    ])
+    .where('d.user_id', '=', message.user_id)
+    .where('d.message_kind', '=', kind)
+    .where('d.message_id', '=', message.id);
+  return runSearch(query, DELIVERY_FILTERS, params, 'd.id', {
+    partitions: { db, column: 'd.state', values: DELIVERY_STATES, filter: 'state' },
+  });
 }

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryState } from '../db/schema.ts';
 import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
+import { ENGINE_STATES, rankSql, stateList, stateRank } from './delivery-states.ts';
 
 /**
  * What happened to a delivery after it was handed over, from any source: SendGrid's, SES's and
@@ -70,10 +71,10 @@ const EFFECTS: Record<DeliveryEventType, Effect> = {
   reply: { counters: { reply: 1 } },
 };
 
-/** Later outcomes win over earlier ones, whatever order their events arrive in. */
-const RANK_OF: Partial<Record<DeliveryState, number>> = { delivered: 2, bounced: 3, dropped: 3, failed: 3 };
-/** The same ranks in SQL, for the state a delivery has now. */
-const CURRENT_RANK = sql`(CASE d.state WHEN 'delivered' THEN 2 WHEN 'bounced' THEN 3 WHEN 'dropped' THEN 3 WHEN 'failed' THEN 3 ELSE 1 END)`;
+/** The rank of the state a delivery has now: later outcomes win over earlier ones, whatever order their events arrive in. */
+const CURRENT_RANK = rankSql('d.state');
+/** States an event does not move: the engine's own, and cancelled. */
+const UNMOVED = stateList([...ENGINE_STATES, 'cancelled']);
 
 export interface RecordResult {
   recorded: number;
@@ -180,13 +181,13 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
     const state = EFFECTS[event.type].state;
     if (!state) continue;
     const current = target.get(event.delivery_id);
-    if (!current || (RANK_OF[state] ?? 1) > (RANK_OF[current.state] ?? 1)) {
+    if (!current || stateRank(state) > stateRank(current.state)) {
       target.set(event.delivery_id, { state, at: event.occurred_at, event });
     }
   }
   const moves: Moves = { decided: new Map([...target].map(([id, t]) => [id, t.event])), moved: new Set(), held: new Set() };
   if (target.size === 0) return moves;
-  const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: RANK_OF[state] ?? 1, at: at.toISOString() }));
+  const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: stateRank(state), at: at.toISOString() }));
   // A delivery still queued or being handed over belongs to the sending engine, which counts its
   // outcome itself; the lock is taken in id order (see recordDeliveryEvents).
   const { rows } = await sql<{ id: number; held: boolean }>`
@@ -194,19 +195,19 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
     ), locked AS (
       SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
-      WHERE d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank
+      WHERE d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
       ORDER BY d.id
       FOR NO KEY UPDATE OF d
     ), moved AS (
       UPDATE deliveries d
       SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
       FROM x JOIN locked USING (id)
-      WHERE d.id = x.id AND d.state NOT IN ('queued', 'sending', 'cancelled') AND ${CURRENT_RANK} < x.rank
+      WHERE d.id = x.id AND d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
       RETURNING d.id
     )
     SELECT id, false AS held FROM moved
     UNION ALL
-    SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN ('queued', 'sending')`.execute(trx);
+    SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN (${stateList(ENGINE_STATES)})`.execute(trx);
   for (const row of rows) (row.held ? moves.held : moves.moved).add(Number(row.id));
   return moves;
 }

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
-import { failureLevel, isDatabaseUnavailable } from '../db/errors.ts';
+import { failureLevel, whileDatabaseAway } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
@@ -132,22 +132,20 @@ export class SendingEngine {
 
   async handleDeliver<K extends MessageKind>(job: DeliverJob<K>): Promise<void> {
     const state: DeliverState = { started: Date.now(), prepared: undefined, preparedFor: undefined };
-    let away = 250;
+    // While the database is out of reach this job pauses and tries again, keeping its place (its
+    // claims were recorded or kept by sendBatch); anything else fails the job (retried).
+    const paused = (error: unknown) =>
+      this.#deps.log.warn(
+        { kind: job.kind, id: job.id, err: { message: (error as Error).message } },
+        'database unreachable: delivery paused',
+      );
     while (!this.#stopping) {
-      try {
-        if ((await this.#deliverRound(job, state)) === 'done') return;
-        away = 250;
-      } catch (error) {
-        // The database is out of reach: this job pauses and tries again, keeping its place (its
-        // claims were recorded or kept by sendBatch); anything else fails the job (retried).
-        if (!isDatabaseUnavailable(error) || this.#stopping) throw error;
-        this.#deps.log.warn(
-          { kind: job.kind, id: job.id, err: { message: (error as Error).message } },
-          'database unreachable: delivery paused',
-        );
-        await new Promise((resolve) => setTimeout(resolve, away));
-        away = Math.min(2_000, away * 2);
-      }
+      const round = await whileDatabaseAway(
+        () => this.#deliverRound(job, state),
+        () => this.#stopping,
+        paused,
+      );
+      if (round === 'done') return;
     }
   }
 

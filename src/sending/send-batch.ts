@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/database.ts';
 import { whileDatabaseAway } from '../db/errors.ts';
+import { GroupCommit } from '../db/group-commit.ts';
 import type { MessageKind } from '../messages/kinds.ts';
 import { messageStatus } from '../messages/message-states.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
@@ -87,20 +88,12 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
   const waiting = [...batch];
   /** Claims whose outcome is not recorded yet: their leases are renewed. */
   const unrecorded = new Map<number, Claim>(batch.map((d) => [d.id, { id: d.id, attempts: d.attempts }]));
-  const recorder = new SentRecorder(
-    db,
-    ctx.clock,
-    settings.recordEvery,
-    (ids) => {
-      for (const id of ids) unrecorded.delete(id);
-    },
-    ctx.stopping,
-  );
+  const recorder = sentRecorder(ctx);
   let end = 'done' as BatchEnd;
 
   // The process's heartbeat renews these claims' leases; one lost to another worker (this one
   // stalled past its lease) is no longer ours to send.
-  const letGo = ctx.leases.hold({
+  const stopRenewing = ctx.leases.hold({
     claims: () => unrecorded.values(),
     kept: (ids) => {
       for (let i = waiting.length - 1; i >= 0; i--) if (!ids.has(waiting[i]!.id)) waiting.splice(i, 1);
@@ -147,11 +140,11 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
           await handOver(); // a channel that does not stage: the slot is taken now
           const slot = release;
           release = undefined;
-          const recorded = recorder.add({
-            id: delivery.id,
-            attempts: delivery.attempts,
-            providerMessageId: outcome.providerMessageId ?? null,
-          });
+          const recorded = recorder
+            .add({ id: delivery.id, attempts: delivery.attempts, providerMessageId: outcome.providerMessageId ?? null })
+            .then(() => {
+              unrecorded.delete(delivery.id);
+            });
           // A failure to record for good is thrown by room() and drain().
           recording.push(recorded.finally(() => slot?.()).catch(() => {}));
         } else {
@@ -171,7 +164,7 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
       await Promise.all(recording);
       await recorder.drain();
     } finally {
-      letGo();
+      stopRenewing();
     }
   }
   if (ctx.stopping() && end === 'done') end = 'stopped';
@@ -251,81 +244,25 @@ async function recordOther(
 }
 
 /**
- * Records `sent` outcomes by group commit: an outcome is written as soon as no statement is in
- * flight, and the outcomes that arrive while one is (a few milliseconds' worth) go together in the
- * next — at most `recordEvery` per statement. An acceptance is thus on disk one round trip after
- * the provider's `250`, which is what bounds the duplicate window after a crash (docs/sending.md).
- * `room()` holds the lanes while `2 × recordEvery` are unrecorded.
+ * Records `sent` outcomes by group commit (db/group-commit.ts): an outcome is written as soon as no
+ * statement is in flight, and the outcomes that arrive while one is (a few milliseconds' worth) go
+ * together in the next — at most `recordEvery` per statement. An acceptance is thus on disk one
+ * round trip after the provider's `250`, which is what bounds the duplicate window after a crash
+ * (docs/sending.md). `room()` holds the lanes while `2 × recordEvery` are unrecorded.
  *
  * While the database is out of reach the outcomes stay here and the statement is tried again
  * (the lanes pause at `room()`), so an outage neither loses an acceptance nor sends it twice; only
- * a stopping process gives up.
+ * a stopping process gives up, and then for good. Each recorder counts into one counter shard of
+ * its own (see recordSent).
  */
-class SentRecorder {
-  readonly #db: Db;
-  readonly #clock: Clock;
-  readonly #every: number;
-  readonly #recorded: (ids: number[]) => void;
-  readonly #giveUp: () => boolean;
-  /** This recorder's counter shard (see recordSent). */
-  readonly #shard = Math.floor(Math.random() * COUNTER_SHARDS);
-  #buffer: SentDelivery[] = [];
-  readonly #waiters = new Map<number, { resolve: () => void; reject: (error: unknown) => void }>();
-  #inFlight = 0;
-  #flushing: Promise<void> | undefined;
-  #failure: unknown;
-
-  constructor(db: Db, clock: Clock, every: number, recorded: (ids: number[]) => void, giveUp: () => boolean) {
-    this.#db = db;
-    this.#clock = clock;
-    this.#every = every;
-    this.#recorded = recorded;
-    this.#giveUp = giveUp;
-  }
-
-  /** Resolves once this outcome is recorded (rejects if recording failed for good). */
-  add(sent: SentDelivery): Promise<void> {
-    const recorded = new Promise<void>((resolve, reject) => this.#waiters.set(sent.id, { resolve, reject }));
-    this.#buffer.push(sent);
-    this.#flush();
-    return recorded;
-  }
-
-  async room(): Promise<void> {
-    while (this.#buffer.length + this.#inFlight >= 2 * this.#every && this.#flushing) await this.#flushing;
-    if (this.#failure) throw this.#failure;
-  }
-
-  async drain(): Promise<void> {
-    while (this.#flushing) await this.#flushing;
-    if (this.#failure) throw this.#failure;
-  }
-
-  #settle(id: number) {
-    const waiter = this.#waiters.get(id);
-    this.#waiters.delete(id);
-    return waiter;
-  }
-
-  #flush(): void {
-    if (this.#flushing || this.#buffer.length === 0 || this.#failure) return;
-    const taken = this.#buffer.splice(0, this.#every);
-    this.#inFlight = taken.length;
-    this.#flushing = whileDatabaseAway(() => recordSent(this.#db, taken, this.#clock(), this.#shard), this.#giveUp)
-      .then(
-        () => {
-          this.#recorded(taken.map((s) => s.id));
-          for (const s of taken) this.#settle(s.id)?.resolve();
-        },
-        (error: unknown) => {
-          this.#failure ??= error;
-          for (const s of [...taken, ...this.#buffer]) this.#settle(s.id)?.reject(error);
-        },
-      )
-      .finally(() => {
-        this.#inFlight = 0;
-        this.#flushing = undefined;
-        this.#flush();
-      });
-  }
+function sentRecorder(ctx: BatchContext): GroupCommit<SentDelivery> {
+  const shard = Math.floor(Math.random() * COUNTER_SHARDS);
+  return new GroupCommit<SentDelivery>({
+    maxBatch: ctx.settings.recordEvery,
+    stopOnFailure: true,
+    write: async (batch) => {
+      await whileDatabaseAway(() => recordSent(ctx.db, batch, ctx.clock(), shard), ctx.stopping);
+      return undefined;
+    },
+  });
 }

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import { PENDING_STATES } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
+import { isPending } from '../sending/delivery-states.ts';
 import type { VoicemailProvider } from './providers.ts';
 
 /** What a provider reported about one drop, whatever its format. */
@@ -69,7 +69,7 @@ export async function recordOutcomes(
     const target = outcome.deliveryId !== undefined ? byId.get(outcome.deliveryId) : byReference.get(outcome.reference ?? '');
     if (!target || (outcome.phone !== undefined && outcome.phone !== target.address)) {
       result.unknown++;
-    } else if ((PENDING_STATES as readonly string[]).includes(target.state)) {
+    } else if (isPending(target.state)) {
       result.early++;
     } else {
       events.push({

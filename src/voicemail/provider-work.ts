@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { JobQueue } from '../db/job-queue.ts';
-import { PENDING_STATES } from '../sending/deliveries.ts';
+import { isPending } from '../sending/delivery-states.ts';
 import type { Clock } from '../time.ts';
 import { recordOutcomes } from './dispositions.ts';
 import { type CancelledJob, type DeliveryJob, ensureProviderQueue, PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
@@ -47,8 +47,7 @@ export async function startProviderWork(deps: Deps): Promise<() => Promise<void>
       .executeTakeFirst();
     const submission = await findSubmission(db, deliveryId);
     if (!delivery || !submission || !delivery.provider_message_id) return;
-    if ((PENDING_STATES as readonly string[]).includes(delivery.state))
-      throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
+    if (isPending(delivery.state)) throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
     if (delivery.state !== 'sent') return noteChecked(db, deliveryId, undefined);
     const now = clock();
     let outcome: ReturnType<typeof readCallStatus>;

@@ -1,7 +1,7 @@
 import type { PgBoss } from 'pg-boss';
 import type { Db } from '../db/database.ts';
-import { PENDING_STATES } from '../sending/deliveries.ts';
 import { recordDeliveryEvents } from '../sending/delivery-events.ts';
+import { isPending } from '../sending/delivery-states.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
 import { type DropCowboyResult, type DropCowboyWebhookEvent, outcomeOf, readDropCowboyCallback } from './providers/drop-cowboy-events.ts';
 import type { VoicemailProvider } from './providers.ts';
@@ -160,7 +160,7 @@ export async function applyResult(deps: ResultDeps, deliveryId: number, now: Dat
   if (!submission?.result_at || submission.delivered === null) return 0;
   const delivery = await deps.db.selectFrom('deliveries').select('state').where('id', '=', deliveryId).executeTakeFirst();
   if (!delivery) return 0;
-  if ((PENDING_STATES as readonly string[]).includes(delivery.state)) {
+  if (isPending(delivery.state)) {
     await sendProviderJob(deps.boss, PROVIDER_QUEUES.result, { deliveryId }, new Date(Date.now() + 1000));
     return 0;
   }
@@ -185,7 +185,7 @@ export async function applyResult(deps: ResultDeps, deliveryId: number, now: Dat
 export async function applyEarlyResult(deps: ResultDeps, deliveryId: number, now: Date): Promise<boolean> {
   const delivery = await deps.db.selectFrom('deliveries').select('state').where('id', '=', deliveryId).executeTakeFirst();
   if (!delivery) return true;
-  if ((PENDING_STATES as readonly string[]).includes(delivery.state)) return false;
+  if (isPending(delivery.state)) return false;
   await applyResult(deps, deliveryId, now);
   return true;
 }

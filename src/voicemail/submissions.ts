@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { type Selectable, sql } from 'kysely';
+import { type Selectable, type SqlBool, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { ProviderSubmissionsTable } from '../db/schema.ts';
+import { MAYBE_WITH_PROVIDER_STATES, stateList } from '../sending/delivery-states.ts';
 import type { VoicemailProvider } from './providers.ts';
 
 /**
@@ -108,7 +109,7 @@ export async function matchResult(
     .where('s.result_at', 'is', null)
     .where('s.remote_drop_id', 'is', null)
     // Only drops the provider may hold: accepted, or tried with no answer yet (a lost reply).
-    .where((eb) => eb.or([eb('s.remote_id', 'is not', null), eb('d.state', 'in', ['sending', 'deferred'])]))
+    .where((eb) => eb.or([eb('s.remote_id', 'is not', null), sql<SqlBool>`d.state IN (${stateList(MAYBE_WITH_PROVIDER_STATES)})`]))
     .orderBy(sql`d.sent_at IS NULL`)
     .orderBy('d.sent_at')
     .orderBy(sql`s.remote_id IS NULL`)
@@ -147,7 +148,7 @@ export async function receiptMayBeOurs(trx: Db, provider: VoicemailProvider, pho
     SELECT s.delivery_id FROM provider_submissions s JOIN deliveries d ON d.id = s.delivery_id
     WHERE s.provider = ${provider} AND s.phone = ${phone}
       AND (
-        (s.result_at IS NULL AND (s.remote_id IS NOT NULL OR d.state IN ('sending', 'deferred')))
+        (s.result_at IS NULL AND (s.remote_id IS NOT NULL OR d.state IN (${stateList(MAYBE_WITH_PROVIDER_STATES)})))
         OR (s.result_at >= ${since}
             AND NOT EXISTS (SELECT 1 FROM provider_receipts r WHERE r.provider = s.provider AND r.delivery_id = s.delivery_id))
       )

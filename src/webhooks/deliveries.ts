@@ -3,13 +3,14 @@ import { Type } from 'typebox';
 import { toApiContact } from '../contacts/contacts.ts';
 import { tagNamesByContact } from '../contacts/tags.ts';
 import type { Db } from '../db/database.ts';
-import type { ContactRow, DeliveryRow } from '../db/schema.ts';
+import type { ContactRow, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { findEmail, toApiTemplatedEmail } from '../email/templated-emails.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
-import { toApiDelivery } from '../messages/delivery-listing.ts';
+import { toApiDelivery } from '../sending/delivery-listing.ts';
 import { formatTimestamp } from '../time.ts';
 import { findDrop, toApiVoicemailDrop } from '../voicemail/drops.ts';
+import { TEST_EVENT } from './events.ts';
 
 /**
  * The webhook delivery ledger: one row per event and endpoint, claimed by a worker with a lease
@@ -99,17 +100,6 @@ export async function searchWebhookDeliveries(db: Db, endpointId: number, params
       })),
   }));
   return { ...result, rows };
-}
-
-/** The endpoints with work due now: deliveries due, or claims a dead worker left behind. */
-export async function endpointsWithDueWork(db: Db, now: Date): Promise<number[]> {
-  const { rows } = await sql<{ id: number }>`
-    SELECT e.id FROM webhook_endpoints e
-    WHERE e.enabled AND (
-      EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= ${now})
-      OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'sending' AND d.lease_until < ${now}))
-    `.execute(db);
-  return rows.map((r) => Number(r.id));
 }
 
 export interface ClaimedWebhook {
@@ -293,33 +283,6 @@ export async function recordWebhookAttempts(db: Db, outcomes: readonly AttemptOu
     SELECT x.id, x.attempts, x.started_at, x.duration_ms, x.status, x.error, x.next_at FROM x JOIN moved USING (id)`.execute(db);
 }
 
-/**
- * Keeps an endpoint's failing streak: a success ends it; a round of failures starts it (or lets it
- * run on), and a streak older than `disableAfterMs` disables the endpoint with the reason.
- */
-export async function noteEndpointHealth(
-  db: Db,
-  endpointId: number,
-  round: { succeeded: boolean; lastError: string | null },
-  now: Date,
-  disableAfterMs: number,
-): Promise<void> {
-  if (round.succeeded) {
-    await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${endpointId} AND failing_since IS NOT NULL`.execute(db);
-    return;
-  }
-  const cutoff = new Date(now.getTime() - disableAfterMs);
-  await sql`
-    UPDATE webhook_endpoints
-    SET failing_since = COALESCE(failing_since, ${now}),
-        enabled = CASE WHEN failing_since <= ${cutoff} THEN false ELSE enabled END,
-        disabled_reason = CASE WHEN failing_since <= ${cutoff}
-          THEN 'Disabled after failing since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '; last error: ' || ${round.lastError ?? 'unknown'}
-          ELSE disabled_reason END,
-        updated_at = CASE WHEN failing_since <= ${cutoff} THEN ${now} ELSE updated_at END
-    WHERE id = ${endpointId} AND enabled`.execute(db);
-}
-
 /** Hands claims back unsent (the worker stops, or the endpoint looks down): due again at once, the attempt not counted. */
 export async function releaseWebhookClaims(db: Db, claims: readonly Pick<ClaimedWebhook, 'id' | 'attempts'>[], now: Date): Promise<void> {
   if (claims.length === 0) return;
@@ -351,4 +314,28 @@ export async function pruneWebhookHistory(db: Db, cutoff: Date, batch = 5_000): 
     deleted += n;
     if (n < batch) return deleted;
   }
+}
+
+/** A `webhook.test` event and its one delivery, to this endpoint alone (whatever it subscribes to); the delivery's id. */
+export async function insertTestEvent(db: Db, endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id'>, now: Date): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const event = await trx
+      .insertInto('webhook_events')
+      .values({
+        user_id: endpoint.user_id,
+        type: TEST_EVENT,
+        resource: 'webhook',
+        resource_id: endpoint.id,
+        occurred_at: now,
+        snapshot: JSON.stringify({ endpoint_id: endpoint.id, message: 'This is a test event from Hopper.' }),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const delivery = await trx
+      .insertInto('webhook_deliveries')
+      .values({ endpoint_id: endpoint.id, event_id: event.id, next_attempt_at: now, created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return delivery.id;
+  });
 }

@@ -8,7 +8,8 @@ import { type FieldErrors, notFound, throwIfAny, validationError } from '../erro
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
-import { TEST_EVENT, WEBHOOK_EVENT_TYPES } from './events.ts';
+import { insertTestEvent } from './deliveries.ts';
+import { WEBHOOK_EVENT_TYPES } from './events.ts';
 import { newSecret } from './signing.ts';
 
 /**
@@ -170,24 +171,48 @@ export async function rotateWebhookSecret(db: Db, endpoint: WebhookEndpointRow, 
 /** Queues a `webhook.test` event for this endpoint alone (whatever it subscribes to). */
 export async function queueTestEvent(db: Db, endpoint: WebhookEndpointRow, now: Date): Promise<number> {
   if (!endpoint.enabled) throw validationError({ enabled: ['the endpoint is disabled; enable it first'] });
-  return db.transaction().execute(async (trx) => {
-    const event = await trx
-      .insertInto('webhook_events')
-      .values({
-        user_id: endpoint.user_id,
-        type: TEST_EVENT,
-        resource: 'webhook',
-        resource_id: endpoint.id,
-        occurred_at: now,
-        snapshot: JSON.stringify({ endpoint_id: endpoint.id, message: 'This is a test event from Hopper.' }),
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    const delivery = await trx
-      .insertInto('webhook_deliveries')
-      .values({ endpoint_id: endpoint.id, event_id: event.id, next_attempt_at: now, created_at: now, updated_at: now })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return delivery.id;
-  });
+  return insertTestEvent(db, endpoint, now);
+}
+
+/** An endpoint by id, whoever owns it (the worker's read before each claim). */
+export function findEndpointById(db: Db, id: number): Promise<WebhookEndpointRow | undefined> {
+  return db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The endpoints with work due now: deliveries due, or claims a dead worker left behind. */
+export async function endpointsWithDueWork(db: Db, now: Date): Promise<number[]> {
+  const { rows } = await sql<{ id: number }>`
+    SELECT e.id FROM webhook_endpoints e
+    WHERE e.enabled AND (
+      EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= ${now})
+      OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'sending' AND d.lease_until < ${now}))
+    `.execute(db);
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * Keeps an endpoint's failing streak: a success ends it; a round of failures starts it (or lets it
+ * run on), and a streak older than `disableAfterMs` disables the endpoint with the reason.
+ */
+export async function noteEndpointHealth(
+  db: Db,
+  endpointId: number,
+  round: { succeeded: boolean; lastError: string | null },
+  now: Date,
+  disableAfterMs: number,
+): Promise<void> {
+  if (round.succeeded) {
+    await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${endpointId} AND failing_since IS NOT NULL`.execute(db);
+    return;
+  }
+  const cutoff = new Date(now.getTime() - disableAfterMs);
+  await sql`
+    UPDATE webhook_endpoints
+    SET failing_since = COALESCE(failing_since, ${now}),
+        enabled = CASE WHEN failing_since <= ${cutoff} THEN false ELSE enabled END,
+        disabled_reason = CASE WHEN failing_since <= ${cutoff}
+          THEN 'Disabled after failing since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '; last error: ' || ${round.lastError ?? 'unknown'}
+          ELSE disabled_reason END,
+        updated_at = CASE WHEN failing_since <= ${cutoff} THEN ${now} ELSE updated_at END
+    WHERE id = ${endpointId} AND enabled`.execute(db);
 }

@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
-import type { DatabaseHandle } from '../db/database.ts';
+import type { DatabaseHandle, Db } from '../db/database.ts';
 import { failureLevel } from '../db/errors.ts';
+import { GroupCommit } from '../db/group-commit.ts';
 import { type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import type { Clock } from '../time.ts';
@@ -9,15 +10,14 @@ import {
   type AttemptOutcome,
   type ClaimedWebhook,
   claimWebhookDeliveries,
-  endpointsWithDueWork,
   ensurePayloads,
-  noteEndpointHealth,
   pruneWebhookHistory,
   recordWebhookAttempts,
   releaseWebhookClaims,
   webhookId,
 } from './deliveries.ts';
-import { createWebhookSender } from './sender.ts';
+import { endpointsWithDueWork, findEndpointById, noteEndpointHealth } from './endpoints.ts';
+import { createWebhookSender, type WebhookSender } from './sender.ts';
 import { signatureHeader } from './signing.ts';
 
 /**
@@ -30,13 +30,14 @@ import { signatureHeader } from './signing.ts';
  * The queue keeps one job per endpoint queued and one running (policy `stately`), so an endpoint's
  * requests come from one worker at a time.
  *
- * Sending (`pump`, the job's work) is a pipeline, not rounds: WEBHOOK_MAX_IN_FLIGHT lanes post
- * continuously over keep-alive connections, taking deliveries from a buffer that is topped up a
- * claim (one statement, up to 100 rows, `FOR UPDATE SKIP LOCKED`) while 100 are still waiting, and
- * every outcome is recorded in batches (one statement per 200 outcomes or 20 ms). The job ends when
- * nothing has been due for a moment (250 ms) and nothing is in flight, after a minute (fairness between endpoints), or when the
- * endpoint looks down — WEBHOOK_MAX_IN_FLIGHT failures in a row: claims not yet sent are handed
- * back, and the retries' schedule takes over rather than hammering an endpoint that is down.
+ * Sending (an EndpointRun, the job's work) is a pipeline, not rounds: WEBHOOK_MAX_IN_FLIGHT lanes
+ * post continuously over keep-alive connections, taking deliveries from a buffer that is topped up
+ * a claim (one statement, up to 100 rows, `FOR UPDATE SKIP LOCKED`) while 100 are still waiting,
+ * and every outcome is recorded by group commit (one statement per 200 outcomes or 20 ms). The job
+ * ends when nothing has been due for a moment (250 ms) and nothing is in flight, after a minute
+ * (fairness between endpoints), or when the endpoint looks down — WEBHOOK_MAX_IN_FLIGHT failures
+ * in a row: claims not yet sent are handed back, and the retries' schedule takes over rather than
+ * hammering an endpoint that is down.
  *
  * Old history goes by a sweep every hour (WEBHOOK_RETENTION).
  */
@@ -48,14 +49,6 @@ export interface WebhookWorkerDeps {
   log: FastifyBaseLogger;
   /** Told of every attempt's outcome (metrics). */
   onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
-}
-
-export interface WebhookWorker {
-  /** Sends an endpoint's due deliveries now (the job's work); resolves when none is due. */
-  pump(endpointId: number): Promise<void>;
-  /** Deletes the history older than WEBHOOK_RETENTION now (the hourly sweep's work). */
-  prune(): Promise<number>;
-  stop(): Promise<void>;
 }
 
 /** A job runs for about this long at most before leaving the rest to the next one (fairness between endpoints). */
@@ -90,222 +83,293 @@ export function retryDelay(baseMs: number, attempt: number): number {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function startWebhookWorker(deps: WebhookWorkerDeps): Promise<WebhookWorker> {
-  const { db } = deps.database;
-  const settings = deps.config.webhooks;
-  const sender = createWebhookSender(settings);
-  // A claim waits in the buffer behind at most two claims' worth, each lane's post within the
-  // timeout; then its own post, then its record.
-  const leaseMs = settings.timeoutMs * (Math.ceil((2 * CLAIM_BATCH) / settings.maxInFlight) + 2);
-  let stopping = false;
+/** How the worker looks for due work: not now, once, or once more after the look under way (a wake-up came during it). */
+type Looking = 'idle' | 'looking' | 'looking again';
 
-  async function pump(endpointId: number): Promise<void> {
-    const until = Date.now() + MAX_JOB_MS;
-    const buffer: ClaimedWebhook[] = [];
-    let endpoint: WebhookEndpointRow | undefined;
-    let secrets: string[] = [];
-    let dryAt = 0;
-    let lastClaimAt = Date.now();
-    let halted = false;
-    let failuresInARow = 0;
-    let inFlight = 0;
-    let refilling: Promise<void> | undefined;
-    let problem: unknown;
+/** What an endpoint's run takes from its worker. */
+interface RunContext {
+  deps: WebhookWorkerDeps;
+  db: Db;
+  sender: WebhookSender;
+  /**
+   * A claim's lease: it waits in the buffer behind at most two claims' worth, each lane's post
+   * within the timeout; then its own post, then its record.
+   */
+  leaseMs: number;
+  stopping(): boolean;
+}
 
-    const refill = async () => {
-      endpoint = await db.selectFrom('webhook_endpoints').selectAll().where('id', '=', endpointId).executeTakeFirst();
-      if (!endpoint?.enabled) {
-        halted = true;
-        return;
-      }
-      const now = deps.clock();
-      secrets = [endpoint.secret];
-      if (endpoint.previous_secret && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at > now) {
-        secrets.push(endpoint.previous_secret);
-      }
-      const claimed = await claimWebhookDeliveries(db, endpointId, CLAIM_BATCH, now, leaseMs);
-      if (claimed.length === 0) {
-        dryAt = Date.now();
-        return;
-      }
-      dryAt = 0;
-      lastClaimAt = Date.now();
-      await ensurePayloads(db, claimed, deps.config.publicUrl);
-      buffer.push(...claimed);
+export class WebhookWorker {
+  readonly #deps: WebhookWorkerDeps;
+  readonly #sender: WebhookSender;
+  readonly #run: RunContext;
+  #stopping = false;
+  #workerId: string | undefined;
+  #looking: Looking = 'idle';
+  #lookedFor: Promise<void> | undefined;
+  #pruning: Promise<unknown> | undefined;
+  #pollTimer: NodeJS.Timeout | undefined;
+  #pruneTimer: NodeJS.Timeout | undefined;
+
+  constructor(deps: WebhookWorkerDeps) {
+    this.#deps = deps;
+    const settings = deps.config.webhooks;
+    this.#sender = createWebhookSender(settings);
+    this.#run = {
+      deps,
+      db: deps.database.db,
+      sender: this.#sender,
+      leaseMs: settings.timeoutMs * (Math.ceil((2 * CLAIM_BATCH) / settings.maxInFlight) + 2),
+      stopping: () => this.#stopping,
     };
-    const stopTaking = () => stopping || halted || problem !== undefined || Date.now() >= until;
-
-    // Outcomes, recorded in order of arrival by one statement per batch, one batch at a time.
-    const outcomes: AttemptOutcome[] = [];
-    let recording: Promise<void> = Promise.resolve();
-    let flushTimer: NodeJS.Timeout | undefined;
-    const flush = () => {
-      clearTimeout(flushTimer);
-      flushTimer = undefined;
-      const batch = outcomes.splice(0);
-      if (batch.length === 0) return recording;
-      recording = recording.then(async () => {
-        const finished = deps.clock();
-        await recordWebhookAttempts(db, batch, finished);
-        const succeeded = batch.some((o) => o.ok);
-        if (!succeeded || endpoint?.failing_since) {
-          const lastError = batch.findLast((o) => !o.ok)?.error ?? null;
-          await noteEndpointHealth(db, endpointId, { succeeded, lastError }, finished, settings.retryForMs);
-        }
-      });
-      recording = recording.catch((error) => {
-        problem ??= error;
-      });
-      return recording;
-    };
-    const record = (outcome: AttemptOutcome) => {
-      outcomes.push(outcome);
-      if (outcomes.length >= RECORD_BATCH) void flush();
-      else flushTimer ??= setTimeout(flush, RECORD_AFTER_MS);
-    };
-
-    const next = async (): Promise<ClaimedWebhook | undefined> => {
-      for (;;) {
-        if (stopTaking()) return undefined;
-        const mayClaim = dryAt === 0 || Date.now() - dryAt >= DRY_RETRY_MS;
-        if (buffer.length <= CLAIM_BATCH && !refilling && mayClaim) {
-          refilling = refill()
-            .catch((error) => {
-              problem ??= error;
-            })
-            .finally(() => {
-              refilling = undefined;
-            });
-        }
-        const claim = buffer.shift();
-        if (claim) return claim;
-        if (refilling) await refilling;
-        else if (inFlight === 0 && Date.now() - lastClaimAt >= LINGER_MS) return undefined;
-        else await sleep(DRY_RETRY_MS);
-      }
-    };
-
-    const lane = async () => {
-      for (let claim = await next(); claim; claim = await next()) {
-        inFlight++;
-        const startedAt = deps.clock();
-        const id = webhookId(claim.uid);
-        const timestamp = Math.floor(startedAt.getTime() / 1000);
-        const body = claim.payload ?? '';
-        const result = await sender.post(
-          endpoint?.url ?? '',
-          { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatureHeader(secrets, id, timestamp, body) },
-          body,
-        );
-        inFlight--;
-        const finished = deps.clock();
-        const expired = finished.getTime() - claim.created_at.getTime() >= settings.retryForMs;
-        const nextAt = result.ok || expired ? null : new Date(finished.getTime() + retryDelay(settings.retryBaseMs, claim.attempts));
-        deps.onAttempt?.(result.ok ? 'delivered' : nextAt ? 'retry' : 'failed');
-        record({ id: claim.id, attempts: claim.attempts, startedAt, ...result, nextAt });
-        if (result.ok) failuresInARow = 0;
-        else if (++failuresInARow >= settings.maxInFlight && !halted) {
-          halted = true;
-          deps.log.warn({ endpoint: endpointId, error: result.error }, 'webhook endpoint failing');
-        }
-      }
-    };
-
-    await Promise.all(Array.from({ length: settings.maxInFlight }, lane));
-    await refilling;
-    await flush();
-    // Claims not sent (the endpoint looks down, the job's time is up, the worker stops) go back.
-    await releaseWebhookClaims(db, buffer.splice(0), deps.clock()).catch((error) => {
-      problem ??= error;
-    });
-    if (problem !== undefined) throw problem;
   }
 
-  let workerId: string | undefined;
-  const wakeQueue = () => {
-    if (workerId && !stopping) deps.queue.boss.notifyWorker(workerId);
-  };
-  workerId = await deps.queue.boss.work<{ endpointId: number }>(
-    QUEUES.webhook,
-    { pollingIntervalSeconds: 0.5, batchSize: 1, localConcurrency: 4 },
-    async ([job]) => {
-      if (!job) return;
-      try {
-        await pump(job.data.endpointId);
-      } catch (error) {
-        deps.log[failureLevel(error)]({ err: error, endpoint: job.data.endpointId }, 'webhook job failed');
-        throw error;
-      } finally {
-        // A job asked for while this one ran waits for it to be marked done: fetch again once it
-        // is, rather than at the queue's next poll (half a second).
-        setTimeout(wakeQueue, AFTER_JOB_MS).unref();
-      }
-    },
-  );
+  async start(): Promise<void> {
+    const { boss } = this.#deps.queue;
+    this.#workerId = await boss.work<{ endpointId: number }>(
+      QUEUES.webhook,
+      { pollingIntervalSeconds: 0.5, batchSize: 1, localConcurrency: 4 },
+      async ([job]) => {
+        if (!job) return;
+        try {
+          await this.pump(job.data.endpointId);
+        } catch (error) {
+          this.#deps.log[failureLevel(error)]({ err: error, endpoint: job.data.endpointId }, 'webhook job failed');
+          throw error;
+        } finally {
+          // A job asked for while this one ran waits for it to be marked done: fetch again once it
+          // is, rather than at the queue's next poll (half a second).
+          setTimeout(() => this.#wakeQueue(), AFTER_JOB_MS).unref();
+        }
+      },
+    );
+    // The listener lives as long as the database handle (closed with it).
+    await this.#deps.database.listen('hopper_webhooks', () => this.#wake());
+    this.#pollTimer = setInterval(() => this.#wake(), this.#deps.config.webhooks.pollMs);
+    const retentionMs = this.#deps.config.webhooks.retentionMs;
+    this.#pruneTimer = setInterval(() => this.#sweep(), Math.min(PRUNE_EVERY_MS, retentionMs));
+  }
 
-  // Looking for work: on NOTIFY, on the poll; never two at once, and a wake-up during one runs another after it.
-  let polling: Promise<void> | undefined;
-  let again = false;
-  const poll = async () => {
-    try {
-      const due = await endpointsWithDueWork(db, deps.clock());
-      for (const id of due) {
-        if (stopping) return;
-        await deps.queue.requestWebhookSend(id);
-      }
-      if (due.length > 0) wakeQueue();
-    } catch (error) {
-      // An outage is expected and waited out (docs/operations.md): a warning, as elsewhere.
-      if (!stopping) deps.log[failureLevel(error)]({ err: error }, 'webhook poll failed');
-    }
-  };
-  const wake = () => {
-    if (stopping) return;
-    if (polling) {
-      again = true;
+  /** Sends an endpoint's due deliveries now (the job's work); resolves when none is due. */
+  pump(endpointId: number): Promise<void> {
+    return new EndpointRun(this.#run, endpointId).run();
+  }
+
+  /** Deletes the history older than WEBHOOK_RETENTION now (the hourly sweep's work). */
+  prune(): Promise<number> {
+    return pruneWebhookHistory(this.#run.db, new Date(this.#deps.clock().getTime() - this.#deps.config.webhooks.retentionMs));
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#pollTimer);
+    clearInterval(this.#pruneTimer);
+    await this.#lookedFor;
+    await this.#pruning;
+    await this.#deps.queue.boss.offWork(QUEUES.webhook, { wait: true });
+    await this.#sender.close();
+  }
+
+  #wakeQueue(): void {
+    if (this.#workerId && !this.#stopping) this.#deps.queue.boss.notifyWorker(this.#workerId);
+  }
+
+  /** Looks for due work (on NOTIFY, on the poll): never two looks at once, and a wake-up during one runs another after it. */
+  #wake(): void {
+    if (this.#stopping) return;
+    if (this.#looking !== 'idle') {
+      this.#looking = 'looking again';
       return;
     }
-    polling = poll()
+    this.#looking = 'looking';
+    this.#lookedFor = this.#lookForWork()
       .then(async () => {
         await sleep(WAKE_SPACING_MS);
       })
       .finally(() => {
-        polling = undefined;
-        if (again) {
-          again = false;
-          wake();
-        }
+        const again = this.#looking === 'looking again';
+        this.#looking = 'idle';
+        this.#lookedFor = undefined;
+        if (again) this.#wake();
       });
-  };
-  // The listener lives as long as the database handle (closed with it).
-  await deps.database.listen('hopper_webhooks', wake);
-  const timer = setInterval(wake, settings.pollMs);
+  }
 
-  const prune = async () => pruneWebhookHistory(db, new Date(deps.clock().getTime() - settings.retentionMs));
-  let pruning: Promise<unknown> | undefined;
-  const pruneTimer = setInterval(
-    () => {
-      pruning ??= prune()
-        .then((n) => n > 0 && deps.log.info({ events: n }, 'old webhook history deleted'))
-        .catch((error) => deps.log[failureLevel(error)]({ err: error }, 'webhook history sweep failed'))
-        .finally(() => {
-          pruning = undefined;
-        });
-    },
-    Math.min(PRUNE_EVERY_MS, settings.retentionMs),
-  );
+  async #lookForWork(): Promise<void> {
+    try {
+      const due = await endpointsWithDueWork(this.#run.db, this.#deps.clock());
+      for (const id of due) {
+        if (this.#stopping) return;
+        await this.#deps.queue.requestWebhookSend(id);
+      }
+      if (due.length > 0) this.#wakeQueue();
+    } catch (error) {
+      // An outage is expected and waited out (docs/operations.md): a warning, as elsewhere.
+      if (!this.#stopping) this.#deps.log[failureLevel(error)]({ err: error }, 'webhook poll failed');
+    }
+  }
 
-  return {
-    pump,
-    prune,
-    async stop() {
-      stopping = true;
-      clearInterval(timer);
-      clearInterval(pruneTimer);
-      await polling;
-      await pruning;
-      await deps.queue.boss.offWork(QUEUES.webhook, { wait: true });
-      await sender.close();
-    },
-  };
+  #sweep(): void {
+    this.#pruning ??= this.prune()
+      .then((n) => n > 0 && this.#deps.log.info({ events: n }, 'old webhook history deleted'))
+      .catch((error) => this.#deps.log[failureLevel(error)]({ err: error }, 'webhook history sweep failed'))
+      .finally(() => {
+        this.#pruning = undefined;
+      });
+  }
+}
+
+/** Why a run stops taking claims before its time is up: the endpoint is disabled or looks down, or a statement failed. */
+type Halt = { why: 'endpoint disabled' } | { why: 'endpoint down' } | { why: 'failed'; error: unknown };
+
+/** One `webhook-send` job: an endpoint's due deliveries, sent until none is due, the job's time is up, or the endpoint looks down. */
+class EndpointRun {
+  readonly #worker: RunContext;
+  readonly #endpointId: number;
+  readonly #until = Date.now() + MAX_JOB_MS;
+  /** Claimed deliveries waiting for a lane. */
+  readonly #claims: ClaimedWebhook[] = [];
+  /** Attempts' outcomes, recorded by group commit in order of arrival, one batch at a time. */
+  readonly #outcomes: GroupCommit<AttemptOutcome>;
+  #endpoint: WebhookEndpointRow | undefined;
+  /** The secrets that sign: the current one, and the previous one while a rotation overlaps. */
+  #secrets: string[] = [];
+  #halt: Halt | undefined;
+  #failuresInARow = 0;
+  #inFlight = 0;
+  #refilling: Promise<void> | undefined;
+  /** When the last claim found nothing due (0: it found some). */
+  #dryAt = 0;
+  #lastClaimAt = Date.now();
+
+  constructor(worker: RunContext, endpointId: number) {
+    this.#worker = worker;
+    this.#endpointId = endpointId;
+    this.#outcomes = new GroupCommit<AttemptOutcome>({
+      maxBatch: RECORD_BATCH,
+      delay: RECORD_AFTER_MS,
+      write: async (batch) => {
+        await this.#record(batch);
+        return undefined;
+      },
+    });
+  }
+
+  async run(): Promise<void> {
+    const { maxInFlight } = this.#worker.deps.config.webhooks;
+    await Promise.all(Array.from({ length: maxInFlight }, () => this.#lane()));
+    await this.#refilling;
+    await this.#outcomes.drain().catch((error: unknown) => this.#fail(error));
+    // Claims not sent (the endpoint looks down, the job's time is up, the worker stops) go back.
+    await releaseWebhookClaims(this.#worker.db, this.#claims.splice(0), this.#worker.deps.clock()).catch((error: unknown) =>
+      this.#fail(error),
+    );
+    if (this.#halt?.why === 'failed') throw this.#halt.error;
+  }
+
+  #fail(error: unknown): void {
+    if (this.#halt?.why !== 'failed') this.#halt = { why: 'failed', error };
+  }
+
+  #stopsTaking(): boolean {
+    return this.#worker.stopping() || this.#halt !== undefined || this.#outcomes.failure !== undefined || Date.now() >= this.#until;
+  }
+
+  async #lane(): Promise<void> {
+    for (let claim = await this.#next(); claim; claim = await this.#next()) await this.#send(claim);
+  }
+
+  /** The next claim to send: from the buffer, topped up as it runs low; undefined when the run ends. */
+  async #next(): Promise<ClaimedWebhook | undefined> {
+    for (;;) {
+      if (this.#stopsTaking()) return undefined;
+      const mayClaim = this.#dryAt === 0 || Date.now() - this.#dryAt >= DRY_RETRY_MS;
+      if (this.#claims.length <= CLAIM_BATCH && !this.#refilling && mayClaim) {
+        this.#refilling = this.#refill()
+          .catch((error: unknown) => this.#fail(error))
+          .finally(() => {
+            this.#refilling = undefined;
+          });
+      }
+      const claim = this.#claims.shift();
+      if (claim) return claim;
+      if (this.#refilling) await this.#refilling;
+      else if (this.#inFlight === 0 && Date.now() - this.#lastClaimAt >= LINGER_MS) return undefined;
+      else await sleep(DRY_RETRY_MS);
+    }
+  }
+
+  async #refill(): Promise<void> {
+    const { db, leaseMs } = this.#worker;
+    const { clock, config } = this.#worker.deps;
+    this.#endpoint = await findEndpointById(db, this.#endpointId);
+    if (!this.#endpoint?.enabled) {
+      this.#halt ??= { why: 'endpoint disabled' };
+      return;
+    }
+    const now = clock();
+    const endpoint = this.#endpoint;
+    this.#secrets = [endpoint.secret];
+    if (endpoint.previous_secret && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at > now) {
+      this.#secrets.push(endpoint.previous_secret);
+    }
+    const claimed = await claimWebhookDeliveries(db, this.#endpointId, CLAIM_BATCH, now, leaseMs);
+    if (claimed.length === 0) {
+      this.#dryAt = Date.now();
+      return;
+    }
+    this.#dryAt = 0;
+    this.#lastClaimAt = Date.now();
+    await ensurePayloads(db, claimed, config.publicUrl);
+    this.#claims.push(...claimed);
+  }
+
+  async #send(claim: ClaimedWebhook): Promise<void> {
+    const { clock, config, log, onAttempt } = this.#worker.deps;
+    const settings = config.webhooks;
+    this.#inFlight++;
+    const startedAt = clock();
+    const id = webhookId(claim.uid);
+    const timestamp = Math.floor(startedAt.getTime() / 1000);
+    const body = claim.payload ?? '';
+    const result = await this.#worker.sender.post(
+      this.#endpoint?.url ?? '',
+      {
+        'webhook-id': id,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signatureHeader(this.#secrets, id, timestamp, body),
+      },
+      body,
+    );
+    this.#inFlight--;
+    const finished = clock();
+    const expired = finished.getTime() - claim.created_at.getTime() >= settings.retryForMs;
+    const nextAt = result.ok || expired ? null : new Date(finished.getTime() + retryDelay(settings.retryBaseMs, claim.attempts));
+    onAttempt?.(result.ok ? 'delivered' : nextAt ? 'retry' : 'failed');
+    // A failure to record is the run's failure (drain() throws it); the claim's lease runs out and it is retried.
+    this.#outcomes.add({ id: claim.id, attempts: claim.attempts, startedAt, ...result, nextAt }).catch(() => {});
+    if (result.ok) this.#failuresInARow = 0;
+    else if (++this.#failuresInARow >= settings.maxInFlight && this.#halt === undefined) {
+      this.#halt = { why: 'endpoint down' };
+      log.warn({ endpoint: this.#endpointId, error: result.error }, 'webhook endpoint failing');
+    }
+  }
+
+  /** A batch of outcomes in one statement, and the endpoint's failing streak kept. */
+  async #record(batch: AttemptOutcome[]): Promise<void> {
+    const { clock, config } = this.#worker.deps;
+    const finished = clock();
+    await recordWebhookAttempts(this.#worker.db, batch, finished);
+    const succeeded = batch.some((o) => o.ok);
+    if (!succeeded || this.#endpoint?.failing_since) {
+      const lastError = batch.findLast((o) => !o.ok)?.error ?? null;
+      await noteEndpointHealth(this.#worker.db, this.#endpointId, { succeeded, lastError }, finished, config.webhooks.retryForMs);
+    }
+  }
+}
+
+/** Starts the webhook worker of this process (see WebhookWorker). */
+export async function startWebhookWorker(deps: WebhookWorkerDeps): Promise<WebhookWorker> {
+  const worker = new WebhookWorker(deps);
+  await worker.start();
+  return worker;
 }

@@ -1,5 +1,4 @@
 import { CountCache } from '../../db/search.ts';
-import { REPLY_FILTERS, Reply, searchReplies, toApiReply } from '../../email/replies.ts';
 import {
   createEmail,
   deleteEmail,
@@ -12,8 +11,10 @@ import {
   updateEmail,
 } from '../../email/templated-emails.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
+import { REPLY_FILTERS, Reply, searchReplies, toApiReply } from '../../inbound/replies.ts';
 import { Success } from '../../json-schema.ts';
-import { DELIVERY_FILTERS, Delivery, searchDeliveries, toApiDelivery } from '../../messages/delivery-listing.ts';
+import { searchDeliveries } from '../../sending/deliveries.ts';
+import { DELIVERY_FILTERS, Delivery, toApiDelivery } from '../../sending/delivery-listing.ts';
 import type { RoutePlugin } from '../context.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';

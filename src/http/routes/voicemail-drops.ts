@@ -1,7 +1,8 @@
 import { CountCache } from '../../db/search.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
-import { DELIVERY_FILTERS, Delivery, searchDeliveries, toApiDelivery } from '../../messages/delivery-listing.ts';
+import { searchDeliveries } from '../../sending/deliveries.ts';
+import { DELIVERY_FILTERS, Delivery, toApiDelivery } from '../../sending/delivery-listing.ts';
 import {
   CreateDropBody,
   createDrop,

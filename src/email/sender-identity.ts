@@ -1,7 +1,6 @@
 import addressparser from 'nodemailer/lib/addressparser';
 import type { Config } from '../config.ts';
-import type { UserRow } from '../db/schema.ts';
-import { senderName } from '../identity/users.ts';
+import { type SenderFields, senderName } from '../identity/users.ts';
 
 export interface Address {
   name: string;
@@ -25,7 +24,7 @@ export interface SenderIdentity {
  * address under the sender's name, and Reply-To is the sender's own address.
  */
 export function senderIdentity(
-  user: Pick<UserRow, 'first_name' | 'last_name' | 'email' | 'sender_name' | 'sender_email' | 'postal_address'>,
+  user: SenderFields,
   config: Pick<Config, 'mailFrom' | 'senderDomains' | 'mailPostalAddress'>,
 ): SenderIdentity {
   const own = { name: senderName(user), address: user.sender_email ?? user.email };

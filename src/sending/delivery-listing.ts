@@ -1,32 +1,15 @@
 import { Type } from 'typebox';
-import type { Db } from '../db/database.ts';
-import type { DeliveryRow, DeliveryState } from '../db/schema.ts';
-import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import type { DeliveryRow } from '../db/schema.ts';
+import type { Filters } from '../db/search.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
-import type { MessageKind } from './kinds.ts';
+import { DELIVERY_STATES } from './delivery-states.ts';
 
 /**
  * `GET /{voicemail_drops|templated_emails}/{id}/deliveries`: the delivery ledger of one message,
  * one item per recipient, so a sender can see who got it, who bounced and who is still pending.
+ * Its statement is `searchDeliveries` (deliveries.ts).
  */
-
-export const DELIVERY_STATES = [
-  'queued',
-  'sending',
-  'deferred',
-  'held',
-  'sent',
-  'delivered',
-  'bounced',
-  'dropped',
-  'failed',
-  'cancelled',
-  'skipped',
-] as const satisfies readonly DeliveryState[];
-
-/** Every state is listed (a compile-time check): the listing reads the deliveries state by state (runSearch's partitions). */
-export const EVERY_DELIVERY_STATE_LISTED: [Exclude<DeliveryState, (typeof DELIVERY_STATES)[number]>] extends [never] ? true : never = true;
 
 export const Delivery = Type.Object({
   id: Id,
@@ -61,7 +44,7 @@ export const DELIVERY_FILTERS: Filters = {
   contact_id: { kind: 'id', column: 'd.contact_id' },
 };
 
-type ListedDelivery = Pick<
+export type ListedDelivery = Pick<
   DeliveryRow,
   | 'id'
   | 'contact_id'
@@ -86,38 +69,6 @@ type ProviderResult = {
   next_check_at?: Date | null;
   proof_of_delivery_url?: string | null;
 };
-
-/** One page of the deliveries of one message, filtered by `DELIVERY_FILTERS`. */
-export function searchDeliveries(db: Db, kind: MessageKind, message: { id: number; user_id: number }, params: SearchParams) {
-  const query = db
-    .selectFrom('deliveries as d')
-    .leftJoin('provider_submissions as s', 's.delivery_id', 'd.id')
-    .select([
-      'd.id',
-      'd.contact_id',
-      'd.address',
-      'd.state',
-      'd.attempts',
-      'd.last_error',
-      'd.provider_message_id',
-      'd.sent_at',
-      'd.delivered_at',
-      'd.created_at',
-      'd.updated_at',
-      'd.next_attempt_at',
-      'd.message_kind',
-      's.provider',
-      's.result_at',
-      's.next_check_at',
-      's.proof_of_delivery_url',
-    ])
-    .where('d.user_id', '=', message.user_id)
-    .where('d.message_kind', '=', kind)
-    .where('d.message_id', '=', message.id);
-  return runSearch(query, DELIVERY_FILTERS, params, 'd.id', {
-    partitions: { db, column: 'd.state', values: DELIVERY_STATES, filter: 'state' },
-  });
-}
 
 export function toApiDelivery(row: ListedDelivery) {
   return {

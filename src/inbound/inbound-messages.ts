@@ -1,0 +1,163 @@
+import type { ParsedMail } from 'mailparser';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/database.ts';
+import type { DeliveryFacts } from '../db/schema.ts';
+import { mailFromAddress, type SenderIdentity, senderIdentity } from '../email/sender-identity.ts';
+import { TRACKING_SOURCE } from '../email/tracking.ts';
+import type { MailTransport } from '../email/transport.ts';
+import { findSenderFields } from '../identity/users.ts';
+import { findDeliveryFacts } from '../sending/deliveries.ts';
+import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
+import type { Clock } from '../time.ts';
+import type { InboundKind } from './classify.ts';
+import { type InboundMessage, markRepliesForwarded, storeInboundMessages } from './replies.ts';
+
+/**
+ * What an inbound message means, recorded for a batch of them: each message is stored once per
+ * recipient address and Message-ID (inbound/replies.ts), its outcome goes through
+ * `recordDeliveryEvents` like every other channel's (a reply counts once per delivery, a bounce or
+ * complaint once per delivery), and a person's reply is forwarded to the sender before the SMTP
+ * exchange ends; if the relay refuses it, the sending MTA is told to try again (451) and the retry
+ * forwards it without counting it again.
+ */
+export const INBOUND_SOURCE = 'inbound';
+
+/** One inbound message for one of our addresses, read and classified, waiting to be recorded. */
+export interface ReceivedMessage {
+  recipient: string;
+  messageId: string;
+  deliveryId: number;
+  mail: ParsedMail;
+  what: InboundKind | { kind: 'unsubscribe' };
+}
+
+export interface RecordDeps {
+  db: Db;
+  config: Config;
+  transport: MailTransport;
+  clock: Clock;
+}
+
+/** Records a batch (see above); answers the messages whose reply the relay refused to forward, with why. */
+export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedMessage[]): Promise<Map<ReceivedMessage, unknown>> {
+  const { db } = deps;
+  const now = deps.clock();
+  const deliveries = new Map((await findDeliveryFacts(db, [...new Set(batch.map((m) => m.deliveryId))])).map((d) => [d.id, d]));
+  // The same message twice in one batch (or to two of our addresses) is one message per key.
+  const unique = new Map<string, ReceivedMessage>();
+  for (const m of batch) if (deliveries.has(m.deliveryId)) unique.set(`${m.recipient}\u0000${m.messageId}`, m);
+  const received = [...unique.values()];
+  if (received.length === 0) return new Map();
+
+  const stored = new Map(received.map((m) => [toStored(m, deliveries.get(m.deliveryId) as DeliveryFacts), m]));
+  const toForward = await storeInboundMessages(db, [...stored.keys()], now);
+  // Every outcome through the one recorder; event ids make each count once per delivery, whatever
+  // was stored before (a crash between the two statements loses nothing).
+  await recordDeliveryEvents(
+    db,
+    received.flatMap((m) => eventsOf(m, now)),
+    now,
+  );
+
+  // Forwards of the batch side by side, then one statement marks those that went out.
+  const senders = new Map<number, Promise<SenderIdentity>>();
+  const forwards = [...toForward].map(([message, replyId]) => {
+    const m = stored.get(message) as ReceivedMessage;
+    return { m, replyId, sent: forward(deps, replyId, deliveries.get(m.deliveryId) as DeliveryFacts, m.mail, senders) };
+  });
+  const results = await Promise.allSettled(forwards.map((f) => f.sent));
+  await markRepliesForwarded(
+    db,
+    forwards.filter((_, i) => results[i]?.status === 'fulfilled').map((f) => f.replyId),
+    deps.clock(),
+  );
+  const failures = new Map<ReceivedMessage, unknown>();
+  forwards.forEach((f, i) => {
+    const result = results[i];
+    if (result?.status === 'rejected') failures.set(f.m, result.reason);
+  });
+  return failures;
+}
+
+/** A message as stored, with the reply kept for the agent when it is one. */
+function toStored(m: ReceivedMessage, delivery: DeliveryFacts): InboundMessage {
+  const base = { recipient: m.recipient, messageId: m.messageId, deliveryId: m.deliveryId, kind: m.what.kind };
+  if (m.what.kind !== 'reply') return { ...base, reply: undefined };
+  const sender = m.mail.from?.value?.[0];
+  return {
+    ...base,
+    reply: {
+      delivery_id: delivery.id,
+      user_id: delivery.user_id,
+      message_kind: delivery.message_kind,
+      message_id: delivery.message_id,
+      contact_id: delivery.contact_id,
+      from_address: (sender?.address || delivery.address).slice(0, 998),
+      from_name: sender?.name ? sender.name.slice(0, 998) : null,
+      subject: (m.mail.subject ?? '').replaceAll('\u0000', '').slice(0, 998),
+      text: (m.mail.text ?? '').replaceAll('\u0000', '').slice(0, 1_000_000),
+      auto_reply: m.what.autoReply,
+    },
+  };
+}
+
+/** The delivery event a message is, if any: a person's reply, a mailed unsubscribe, a complaint, a bounce with a status. */
+function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
+  const base = { deliveryId: m.deliveryId, occurredAt: now };
+  const what = m.what;
+  switch (what.kind) {
+    case 'reply':
+      return what.autoReply ? [] : [{ ...base, source: TRACKING_SOURCE, eventId: `reply:${m.deliveryId}`, type: 'reply' }];
+    case 'unsubscribe':
+      // The mailed unsubscribe shares the link's event id: a contact who does both counts once.
+      return [{ ...base, source: TRACKING_SOURCE, eventId: `unsubscribe:${m.deliveryId}`, type: 'unsubscribe', detail: 'by mail' }];
+    case 'complaint':
+      return [{ ...base, source: INBOUND_SOURCE, eventId: `spamreport:${m.deliveryId}`, type: 'spamreport', detail: what.detail }];
+    case 'bounce': {
+      if (what.status === '') return [];
+      const type = what.permanent ? 'hard_bounce' : 'temporary_bounce';
+      return [{ ...base, source: INBOUND_SOURCE, eventId: `${type}:${m.deliveryId}`, type, detail: what.detail }];
+    }
+  }
+}
+
+/** The contact's answer to the agent's own mailbox, through the relay, with the contact as Reply-To. */
+async function forward(
+  deps: RecordDeps,
+  replyId: number,
+  delivery: DeliveryFacts,
+  mail: ParsedMail,
+  senders: Map<number, Promise<SenderIdentity>>,
+): Promise<void> {
+  const { db, config, transport } = deps;
+  let identity = senders.get(delivery.user_id);
+  if (!identity) {
+    identity = findSenderFields(db, delivery.user_id).then((owner) => {
+      if (!owner) throw new Error(`the owner of delivery ${delivery.id} is gone`);
+      return senderIdentity(owner, config);
+    });
+    senders.set(delivery.user_id, identity);
+  }
+  const sender = await identity;
+  const contact = mail.from?.value?.[0];
+  const contactAddress = contact?.address || delivery.address;
+  const contactName = contact?.name || contactAddress;
+  const host = new URL(config.publicUrl).hostname;
+  await transport.forward(
+    {
+      messageId: `<reply-${replyId}@${host}>`,
+      from: { name: `${contactName} via Hopper`, address: sender.from.address },
+      replyTo: { name: contact?.name ?? '', address: contactAddress },
+      envelope: { from: mailFromAddress(config.mailFrom) },
+      to: sender.own.address,
+      subject: mail.subject ?? '(no subject)',
+      text: mail.text ?? '',
+      html: typeof mail.html === 'string' ? mail.html : `<pre>${escapeHtml(mail.text ?? '')}</pre>`,
+    },
+    `reply-${replyId}`,
+  );
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

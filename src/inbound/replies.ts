@@ -1,0 +1,129 @@
+import { Type } from 'typebox';
+import type { Db } from '../db/database.ts';
+import type { InboundMessageKind, NewReply, ReplyRow } from '../db/schema.ts';
+import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { Id, Nullable, Timestamp } from '../json-schema.ts';
+import { formatTimestamp } from '../time.ts';
+
+/**
+ * `GET /templated_emails/{id}/replies`: what contacts wrote back to a templated email, received by
+ * the inbound mail receiver. Automatic replies (out of office, …) are kept and marked, but neither
+ * counted in `reply` nor forwarded to the sender. Every statement on `inbound_messages` (each
+ * message the receiver took, once per recipient address and Message-ID) and `replies` is here.
+ */
+export const Reply = Type.Object({
+  id: Id,
+  contact_id: Id,
+  delivery_id: Id,
+  from_address: Type.String(),
+  from_name: Nullable(Type.String()),
+  subject: Type.String(),
+  text: Type.String({ description: 'The plain-text body (HTML-only replies converted to text)' }),
+  auto_reply: Type.Boolean({ description: 'An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office)' }),
+  received_at: Timestamp,
+});
+
+export const REPLY_FILTERS: Filters = {
+  contact_id: { kind: 'id', column: 'r.contact_id' },
+  auto_reply: { kind: 'enum', column: 'r.auto_reply', values: ['true', 'false'] },
+};
+
+/** The columns a reply's API shape is made of. */
+const LISTED = ['id', 'contact_id', 'delivery_id', 'from_address', 'from_name', 'subject', 'text', 'auto_reply', 'received_at'] as const;
+type ListedReply = Pick<ReplyRow, (typeof LISTED)[number]>;
+
+/** One page of the replies to one message, filtered by `REPLY_FILTERS`. */
+export function searchReplies(db: Db, message: { id: number; user_id: number }, params: SearchParams) {
+  const query = db
+    .selectFrom('replies as r')
+    .select(LISTED.map((column) => `r.${column}` as const))
+    .where('r.user_id', '=', message.user_id)
+    .where('r.message_kind', '=', 'templated_email')
+    .where('r.message_id', '=', message.id);
+  return runSearch(query, REPLY_FILTERS, params, 'r.id');
+}
+
+export function toApiReply(row: ListedReply) {
+  return {
+    id: row.id,
+    contact_id: row.contact_id,
+    delivery_id: row.delivery_id,
+    from_address: row.from_address,
+    from_name: row.from_name,
+    subject: row.subject,
+    text: row.text,
+    auto_reply: row.auto_reply,
+    received_at: formatTimestamp(row.received_at) as string,
+  };
+}
+
+/** One message taken by the receiver for one of our addresses, and the reply it brings, if any. */
+export interface InboundMessage {
+  recipient: string;
+  messageId: string;
+  deliveryId: number;
+  kind: InboundMessageKind;
+  reply: Omit<NewReply, 'inbound_id' | 'received_at'> | undefined;
+}
+
+const keyOf = (recipient: string, messageId: string) => `${recipient}\u0000${messageId}`;
+
+/**
+ * Stores messages once per recipient address and Message-ID, with their replies, in one
+ * transaction. Returns the replies to forward to the sender: a person's reply stored now, or stored
+ * before and not forwarded yet (the relay refused it then), by message.
+ */
+export async function storeInboundMessages(db: Db, messages: readonly InboundMessage[], now: Date): Promise<Map<InboundMessage, number>> {
+  if (messages.length === 0) return new Map();
+  return db.transaction().execute(async (trx) => {
+    const inserted = await trx
+      .insertInto('inbound_messages')
+      .values(
+        messages.map((m) => ({
+          recipient: m.recipient,
+          message_id: m.messageId,
+          delivery_id: m.deliveryId,
+          kind: m.kind,
+          received_at: now,
+        })),
+      )
+      .onConflict((oc) => oc.columns(['recipient', 'message_id']).doNothing())
+      .returning(['id', 'recipient', 'message_id'])
+      .execute();
+    const fresh = new Map(inserted.map((r) => [keyOf(r.recipient, r.message_id), r.id]));
+    const newReplies = messages.flatMap((m) => {
+      const inboundId = fresh.get(keyOf(m.recipient, m.messageId));
+      return inboundId !== undefined && m.reply ? [{ ...m.reply, inbound_id: inboundId, received_at: now }] : [];
+    });
+    const stored =
+      newReplies.length > 0 ? await trx.insertInto('replies').values(newReplies).returning(['id', 'inbound_id']).execute() : [];
+    const replyOf = new Map(stored.map((r) => [r.inbound_id, r.id]));
+    const toForward = messages.filter((m) => m.reply && !m.reply.auto_reply);
+    const again = toForward.filter((m) => !fresh.has(keyOf(m.recipient, m.messageId)));
+    const unsent =
+      again.length > 0
+        ? await trx
+            .selectFrom('replies as r')
+            .innerJoin('inbound_messages as m', 'm.id', 'r.inbound_id')
+            .select(['r.id', 'm.recipient', 'm.message_id'])
+            .where('r.forwarded_at', 'is', null)
+            .where('r.auto_reply', '=', false)
+            .where((eb) => eb.or(again.map((m) => eb.and([eb('m.recipient', '=', m.recipient), eb('m.message_id', '=', m.messageId)]))))
+            .execute()
+        : [];
+    const unsentIds = new Map(unsent.map((u) => [keyOf(u.recipient, u.message_id), u.id]));
+    const forward = new Map<InboundMessage, number>();
+    for (const m of toForward) {
+      const key = keyOf(m.recipient, m.messageId);
+      const inboundId = fresh.get(key);
+      const replyId = inboundId !== undefined ? replyOf.get(inboundId) : unsentIds.get(key);
+      if (replyId !== undefined) forward.set(m, replyId);
+    }
+    return forward;
+  });
+}
+
+/** Notes the replies that went out to their senders. */
+export async function markRepliesForwarded(db: Db, replyIds: readonly number[], now: Date): Promise<void> {
+  if (replyIds.length > 0) await db.updateTable('replies').set({ forwarded_at: now }).where('id', 'in', replyIds).execute();
+}
