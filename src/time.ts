@@ -14,9 +14,18 @@ function twoDigits(n: number): string {
   return n < 10 ? `0${n}` : `${n}`;
 }
 
-/** A clock that can be replaced in tests. */
+/**
+ * The clock every recorded time comes from (`ctx.clock()`): tests replace it. Waits do not: what
+ * the job queue or a timer waits on is real time (`inRealTime`), since pg-boss compares a job's
+ * `startAfter` with the database's own clock.
+ */
 export type Clock = () => Date;
 export const systemClock: Clock = () => new Date();
+
+/** The moment `ms` from now by the real clock: when a job should start, or a timer fire. */
+export function inRealTime(ms: number): Date {
+  return new Date(Date.now() + ms);
+}
 
 /** An IANA zone name the runtime knows, such as `America/New_York` or `UTC`. */
 export function isTimeZone(name: string): boolean {

@@ -148,6 +148,18 @@ export async function toApiContacts(db: Db, userId: number, rows: ContactRow[]) 
   return rows.map((row) => toApiContact(row, tags.get(row.id) ?? []));
 }
 
+/** The owner's live contacts of these ids (those that exist). */
+export async function findLiveContacts(db: Db, userId: number, ids: readonly number[]): Promise<ContactRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('contacts')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('id', 'in', ids)
+    .where('deleted_at', 'is', null)
+    .execute();
+}
+
 export function findContact(db: Db, id: number) {
   return findOwnedRow(db, 'contacts', id);
 }
@@ -273,4 +285,128 @@ export async function updateContact(db: Db, contact: ContactRow, body: ContactIn
  */
 export async function deleteContact(db: Db, contact: ContactRow, now: Date): Promise<void> {
   await db.updateTable('contacts').set({ deleted_at: now }).where('user_id', '=', contact.user_id).where('id', '=', contact.id).execute();
+}
+
+/**
+ * What delivery outcomes make of contacts (a hard bounce, a complaint, an unsubscribe): each
+ * becomes `status` if it is still Subscribed — one who unsubscribed, complained or bounced stays
+ * so. Locked in id order, so that concurrent batches never deadlock.
+ */
+export async function changeSubscribedContacts(
+  db: Db,
+  changes: readonly { contact_id: number; user_id: number; status: ContactStatus }[],
+  now: Date,
+): Promise<void> {
+  if (changes.length === 0) return;
+  const ordered = [...changes]
+    .sort((a, b) => a.contact_id - b.contact_id)
+    .map(({ contact_id, user_id, status }) => ({ contact_id, user_id, status }));
+  await sql`
+    WITH x AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb) AS x(contact_id bigint, user_id bigint, status text)
+    ), locked AS (
+      SELECT c.id FROM contacts c JOIN x ON x.contact_id = c.id AND x.user_id = c.user_id
+      WHERE c.status = 'Subscribed'
+      ORDER BY c.id
+      FOR NO KEY UPDATE OF c
+    )
+    UPDATE contacts c SET status = x.status, updated_at = ${now}
+    FROM x JOIN locked ON locked.id = x.contact_id
+    WHERE c.id = x.contact_id AND c.user_id = x.user_id AND c.status = 'Subscribed'`.execute(db);
+}
+
+// ── Bulk import (import.ts) ──────────────────────────────────────────────────────────────────
+
+/**
+ * The owner's contacts holding these addresses, in any case: one probe of the unique index per
+ * address (a lateral join on equality, no ORDER BY/LIMIT that would invite a walk in id order),
+ * whatever the statistics say — right after a bulk load they are stale, and a plan that filters
+ * every contact of the owner would be chosen. The database lowers the address, as its index does.
+ */
+export async function contactsHoldingEmails(db: Db, userId: number, emails: readonly string[]): Promise<{ id: number; email: string }[]> {
+  const { rows } = await sql<{ id: number; email: string }>`
+    SELECT c.id, k.email FROM unnest(${emails}::text[]) AS k(email)
+    CROSS JOIN LATERAL (
+      SELECT id FROM contacts
+      WHERE user_id = ${userId} AND lower(email) = lower(k.email) AND ${HOLDS_ADDRESS}
+    ) c`.execute(db);
+  return rows.map((row) => ({ id: Number(row.id), email: row.email }));
+}
+
+/** The owner's live contacts without an email that have one of these numbers (migration 0014's index). */
+export async function contactsWithPhonesOnly(
+  db: Db,
+  userId: number,
+  phones: readonly string[],
+): Promise<{ id: number; phone: string | null }[]> {
+  // No ORDER BY: it would tempt the planner into walking all the owner's contacts in id order.
+  return db
+    .selectFrom('contacts')
+    .select(['id', 'phone'])
+    .where('user_id', '=', userId)
+    .where('deleted_at', 'is', null)
+    .where('email', 'is', null)
+    .where(sql<boolean>`phone = ANY(${phones}::text[])`)
+    .execute();
+}
+
+/**
+ * Inserts contacts in one statement over arrays (a handful of parameters, not thousands), in the
+ * order given; a row whose address a live contact of the owner holds is left out. Answers the
+ * inserted rows' ids and addresses.
+ */
+export async function insertContactRows(
+  db: Db,
+  userId: number,
+  rows: readonly ContactFields[],
+  now: Date,
+): Promise<{ id: number; email: string | null }[]> {
+  const column = (name: keyof ContactFields) => sql`${rows.map((row) => row[name] ?? null)}::text[]`;
+  const statuses = rows.map((row) => row.status ?? 'Subscribed');
+  const { rows: inserted } = await sql<{ id: number; email: string | null }>`
+    INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, created_at, updated_at)
+    SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, ${now}, ${now}
+    FROM unnest(${column('first_name')}, ${column('last_name')}, ${column('email')}, ${column('phone')}, ${column('time_zone')},
+                ${statuses}::text[]) WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, n)
+    ORDER BY v.n
+    ON CONFLICT (user_id, lower(email)) WHERE ${HOLDS_ADDRESS} DO NOTHING
+    RETURNING id, email`.execute(db);
+  return inserted.map((row) => ({ id: Number(row.id), email: row.email }));
+}
+
+/** Sets `columns` of the owner's contacts to each row's values, in one `UPDATE … FROM unnest(…)`. */
+export async function updateContactColumns(
+  db: Db,
+  userId: number,
+  rows: readonly { id: number; fields: ContactFields }[],
+  columns: readonly Exclude<keyof ContactFields, 'email'>[],
+  now: Date,
+): Promise<void> {
+  const sets = [sql`updated_at = ${now}`, ...columns.map((column) => sql`${sql.ref(column)} = v.${sql.ref(column)}`)];
+  const arrays = [
+    sql`${sql.val(rows.map((row) => row.id))}::bigint[]`,
+    ...columns.map((column) => sql`${sql.val(rows.map((row) => row.fields[column] ?? null))}::text[]`),
+  ];
+  const names = [sql.ref('id'), ...columns.map((column) => sql.ref(column))];
+  await sql`UPDATE contacts c SET ${sql.join(sets)}
+    FROM unnest(${sql.join(arrays)}) AS v(${sql.join(names)})
+    WHERE c.user_id = ${userId} AND c.id = v.id`.execute(db);
+}
+
+/**
+ * Whether the contacts table changed by more than its size at its last ANALYZE (and by at least
+ * `minimum` rows) since: autovacuum's own test with a scale factor of 1, applied at once instead
+ * of at its next round. PostgreSQL's statistics views say it; PGlite's stay at zero (false).
+ */
+export async function contactStatisticsStale(db: Db, minimum: number): Promise<boolean> {
+  const { rows } = await sql<{ stale: boolean }>`
+    SELECT s.n_mod_since_analyze > greatest(c.reltuples, ${minimum}) AS stale
+    FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+    WHERE s.relid = 'contacts'::regclass`.execute(db);
+  return rows[0]?.stale === true;
+}
+
+/** Fresh planner statistics for the contacts table (a bulk import changes it faster than autovacuum looks). */
+export async function analyzeContacts(db: Db): Promise<void> {
+  await sql`ANALYZE contacts`.execute(db);
 }

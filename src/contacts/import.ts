@@ -3,8 +3,18 @@ import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { addressFreedMeanwhile, DomainError, type FieldErrors } from '../errors.ts';
-import { type ContactFields, type ContactInput, contactChanges } from './contacts.ts';
-import { ensureTags, tagKey } from './tags.ts';
+import {
+  analyzeContacts,
+  type ContactFields,
+  type ContactInput,
+  contactChanges,
+  contactStatisticsStale,
+  contactsHoldingEmails,
+  contactsWithPhonesOnly,
+  insertContactRows,
+  updateContactColumns,
+} from './contacts.ts';
+import { ensureTags, linkContactTags, tagKey } from './tags.ts';
 
 /**
  * Bulk import of contacts from CSV (a header row naming the fields) or JSON lines: each row is
@@ -125,19 +135,6 @@ interface Checked {
   tags: string[];
 }
 
-/**
- * Whether the contacts table changed by more than its size at its last ANALYZE (and by at least
- * BATCH rows) since: autovacuum's own test with a scale factor of 1, applied at once instead of at
- * its next round. PostgreSQL's statistics views say it; PGlite's stay at zero (false).
- */
-async function statisticsStale(db: Db): Promise<boolean> {
-  const { rows } = await sql<{ stale: boolean }>`
-    SELECT s.n_mod_since_analyze > greatest(c.reltuples, ${BATCH}) AS stale
-    FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-    WHERE s.relid = 'contacts'::regclass`.execute(db);
-  return rows[0]?.stale === true;
-}
-
 /** Imports the rows for `userId`, adding `extraTags` to every imported contact. */
 export async function importContacts(
   db: Db,
@@ -161,8 +158,8 @@ export async function importContacts(
     // the table (0.3–0.7 s at 100,000 contacts): every 5,000 rows cost 20 of them per 100,000.
     // An import sent in chunks (the CLI sends 1,000 rows a request) never reaches 5,000 in one
     // request: there the table's own counters decide (statisticsStale).
-    if (result.created >= nextAnalyze || (await statisticsStale(db))) {
-      await sql`ANALYZE contacts`.execute(db);
+    if (result.created >= nextAnalyze || (await contactStatisticsStale(db, BATCH))) {
+      await analyzeContacts(db);
       while (nextAnalyze <= result.created) nextAnalyze *= 2;
     }
   };
@@ -292,30 +289,10 @@ async function matchExisting(trx: Db, userId: number, rows: Checked[]): Promise<
     if (known === undefined || id < known) existing.set(key, id);
   };
   if (emails.length > 0) {
-    // One index probe per email (a lateral join on equality, no ORDER BY/LIMIT that would invite
-    // a walk in id order), whatever the statistics say: right after a bulk load they are stale,
-    // and a plan that filters every contact of the user would be chosen. The database lowers the
-    // address, as its index does.
-    const found = await sql<{ id: number; email: string }>`
-      SELECT c.id, k.email FROM unnest(${emails}::text[]) AS k(email)
-      CROSS JOIN LATERAL (
-        SELECT id FROM contacts
-        WHERE user_id = ${userId} AND lower(email) = lower(k.email)
-          AND deleted_at IS NULL AND email IS NOT NULL AND NOT duplicate_email
-      ) c`.execute(trx);
-    for (const row of found.rows) keep(`email:${row.email.toLowerCase()}`, Number(row.id));
+    for (const row of await contactsHoldingEmails(trx, userId, emails)) keep(`email:${row.email.toLowerCase()}`, row.id);
   }
   if (phones.length > 0) {
-    // No ORDER BY: it would tempt the planner into walking all the user's contacts in id order.
-    const found = await trx
-      .selectFrom('contacts')
-      .select(['id', 'phone'])
-      .where('user_id', '=', userId)
-      .where('deleted_at', 'is', null)
-      .where('email', 'is', null)
-      .where(sql<boolean>`phone = ANY(${phones}::text[])`)
-      .execute();
-    for (const row of found) keep(`phone:${row.phone}`, row.id);
+    for (const row of await contactsWithPhonesOnly(trx, userId, phones)) keep(`phone:${row.phone}`, row.id);
   }
   const ids = new Map<Checked, number>();
   for (const row of rows) {
@@ -330,22 +307,18 @@ async function matchExisting(trx: Db, userId: number, rows: Checked[]): Promise<
  * into `ids`; answers the rows not inserted because a live contact holds their address.
  */
 async function insertRows(trx: Db, userId: number, rows: Checked[], now: Date, ids: Map<Checked, number>): Promise<Checked[]> {
-  const column = (name: keyof ContactFields) => sql`${rows.map((row) => row.fields[name] ?? null)}::text[]`;
-  const statuses = rows.map((row) => row.fields.status ?? 'Subscribed');
-  const inserted = await sql<{ id: number; email: string | null }>`
-    INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, created_at, updated_at)
-    SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, ${now}, ${now}
-    FROM unnest(${column('first_name')}, ${column('last_name')}, ${column('email')}, ${column('phone')}, ${column('time_zone')},
-                ${statuses}::text[]) WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, n)
-    ORDER BY v.n
-    ON CONFLICT (user_id, lower(email)) WHERE deleted_at IS NULL AND email IS NOT NULL AND NOT duplicate_email DO NOTHING
-    RETURNING id, email`.execute(trx);
+  const inserted = await insertContactRows(
+    trx,
+    userId,
+    rows.map((row) => row.fields),
+    now,
+  );
   // Identity values are drawn in the order the rows are inserted, which is the array order (a row
   // left out draws one too): the inserted rows, in order, take the ids in order. A row without an
   // email is always inserted; one with an email is if its email came back (a file names each
   // address once).
-  const insertedEmails = new Set(inserted.rows.map((row) => row.email));
-  const newIds = inserted.rows.map((row) => Number(row.id)).sort((x, y) => x - y);
+  const insertedEmails = new Set(inserted.map((row) => row.email));
+  const newIds = inserted.map((row) => row.id).sort((x, y) => x - y);
   const taken: Checked[] = [];
   let next = 0;
   for (const row of rows) {
@@ -371,16 +344,14 @@ async function updateMatched(trx: Db, userId: number, rows: Checked[], ids: Map<
     else groups.set(key, [row]);
   }
   for (const [key, group] of groups) {
-    const columns = key === '' ? [] : key.split(',');
-    const sets = [sql`updated_at = ${now}`, ...columns.map((column) => sql`${sql.ref(column)} = v.${sql.ref(column)}`)];
-    const arrays = [
-      sql`${sql.val(group.map((row) => ids.get(row)))}::bigint[]`,
-      ...columns.map((column) => sql`${sql.val(group.map((row) => (row.fields as Record<string, unknown>)[column] ?? null))}::text[]`),
-    ];
-    const names = [sql.ref('id'), ...columns.map((column) => sql.ref(column))];
-    await sql`UPDATE contacts c SET ${sql.join(sets)}
-      FROM unnest(${sql.join(arrays)}) AS v(${sql.join(names)})
-      WHERE c.user_id = ${userId} AND c.id = v.id`.execute(trx);
+    const columns = key === '' ? [] : (key.split(',') as (typeof UPDATABLE)[number][]);
+    await updateContactColumns(
+      trx,
+      userId,
+      group.map((row) => ({ id: ids.get(row) as number, fields: row.fields })),
+      columns,
+      now,
+    );
   }
 }
 
@@ -399,9 +370,5 @@ async function linkTags(trx: Db, userId: number, rows: Checked[], ids: Map<Check
       if (tagId !== undefined) links.set(`${contactId}:${tagId}`, { contact_id: contactId, tag_id: tagId });
     }
   }
-  const all = [...links.values()];
-  if (all.length === 0) return;
-  await sql`INSERT INTO contact_tags (user_id, contact_id, tag_id)
-    SELECT ${userId}, unnest(${all.map((link) => link.contact_id)}::bigint[]), unnest(${all.map((link) => link.tag_id)}::bigint[])
-    ON CONFLICT DO NOTHING`.execute(trx);
+  await linkContactTags(trx, userId, [...links.values()]);
 }

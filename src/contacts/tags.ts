@@ -80,6 +80,12 @@ export async function contactCounts(db: Db, userId: number, tagIds: readonly num
   return new Map(rows.map((r) => [r.tag_id, Number(r.n)]));
 }
 
+/** The owner's tags of these ids (those that exist). */
+export async function findTags(db: Db, userId: number, ids: readonly number[]): Promise<TagRow[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('tags').selectAll().where('user_id', '=', userId).where('id', 'in', ids).execute();
+}
+
 export function findTag(db: Db, id: number) {
   return findOwnedRow(db, 'tags', id);
 }
@@ -175,6 +181,14 @@ export async function setContactTags(trx: Db, userId: number, contactId: number,
       .execute();
   }
   return sortNames(tags.map((tag) => tag.name));
+}
+
+/** Adds tags to contacts (never removes one); links already there stay. */
+export async function linkContactTags(trx: Db, userId: number, links: readonly { contact_id: number; tag_id: number }[]): Promise<void> {
+  if (links.length === 0) return;
+  await sql`INSERT INTO contact_tags (user_id, contact_id, tag_id)
+    SELECT ${userId}, unnest(${links.map((link) => link.contact_id)}::bigint[]), unnest(${links.map((link) => link.tag_id)}::bigint[])
+    ON CONFLICT DO NOTHING`.execute(trx);
 }
 
 /** The tag names of each contact, for a page of contacts in one query. */

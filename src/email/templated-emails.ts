@@ -1,9 +1,8 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
+import type { Insertable } from 'kysely';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
-import { precompiled } from '../db/precompiled.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
 import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
@@ -11,8 +10,7 @@ import { findSenderFields } from '../identity/users.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
 import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
-import { searchMessages } from '../messages/message-search.ts';
-import { type MessageView, selectMessages, toMessageView } from '../messages/message-view.ts';
+import { type EmailView, findEmail, insertEmail, pageOfEmails } from '../messages/message-tables.ts';
 import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
@@ -104,8 +102,6 @@ export const EMAIL_FILTERS: Filters = {
   send_type: { kind: 'enum', column: 'msg.send_type', values: SEND_TYPES },
   source: { kind: 'enum', column: 'msg.source', values: ['API', 'Web'] },
 };
-
-export type EmailView = MessageView<TemplatedEmailRow>;
 
 /** The API shape of a templated email (the specification's table): the one place they become JSON. */
 export function toApiTemplatedEmail(view: EmailView) {
@@ -212,19 +208,6 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
 
 // ── Statements ──────────────────────────────────────────────────────────────────────────────
 
-// The read of every GET, PUT and DELETE: compiled once, not per request.
-const emailById = precompiled<[number], object>(1, (db, id) => selectMessages(db, 'templated_email').where('msg.id', '=', id));
-
-const emailsByIds = precompiled<[number[]], object>(1, (db, ids) =>
-  selectMessages(db, 'templated_email').where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`),
-);
-
-/** A live templated email with its counters and owner; undefined when there is none or it was deleted. */
-export async function findEmail(db: Db, id: number): Promise<EmailView | undefined> {
-  const [joined] = await emailById(db, id);
-  return joined && toMessageView<TemplatedEmailRow>(joined);
-}
-
 async function requireEmail(db: Db, id: number): Promise<EmailView> {
   const view = await findEmail(db, id);
   if (!view) throw notFound('Templated email', id);
@@ -232,21 +215,15 @@ async function requireEmail(db: Db, id: number): Promise<EmailView> {
 }
 
 /** One page of an owner's templated emails, filtered by `EMAIL_FILTERS`. */
-export async function searchEmails(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
-  const live = db.selectFrom('templated_emails as msg').selectAll().where('msg.deleted_at', 'is', null);
-  const result = await searchMessages(db, 'templated_email', ownerId, live, params, EMAIL_FILTERS, (ids) => emailsByIds(db, ids), totals);
-  return { ...result, rows: result.rows.map((joined) => toMessageView<TemplatedEmailRow>(joined)) };
+export function searchEmails(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
+  return pageOfEmails(db, ownerId, params, EMAIL_FILTERS, totals);
 }
 
 export async function createEmail(ctx: AppContext, owner: UserRef, body: EmailInput): Promise<EmailView> {
-  const values = (await emailChanges(ctx, owner.id, body, undefined)) as Insertable<TemplatedEmailsTable>;
-  const insert = (db: Db) =>
-    db
-      .insertInto('templated_emails')
-      .values({ ...values, user_id: owner.id })
-      .returningAll()
-      .executeTakeFirstOrThrow() as Promise<TemplatedEmailRow>;
-  return createMessage(ctx, 'templated_email', owner, values, insert);
+  const values = await emailChanges(ctx, owner.id, body, undefined);
+  const now = ctx.clock();
+  const row = { ...values, user_id: owner.id, created_at: now, updated_at: now } as Insertable<TemplatedEmailsTable>;
+  return createMessage(ctx, 'templated_email', owner, values, (db) => insertEmail(db, row));
 }
 
 /** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */

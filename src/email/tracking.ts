@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.ts';
-import type { ContactStatus } from '../db/schema.ts';
+import { findDeliveredEmail } from '../sending/deliveries.ts';
 import { type DeliveryEvent, type DeliveryEventType, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { composeHtml, linksIn } from './render.ts';
 
@@ -35,18 +35,6 @@ export async function recordUnsubscribe(db: Db, deliveryId: number, now: Date): 
   return result.unknown === 0;
 }
 
-/** The status of the contact an email delivery went to; undefined when there is no such delivery. */
-export async function recipientStatus(db: Db, deliveryId: number): Promise<ContactStatus | undefined> {
-  const row = await db
-    .selectFrom('deliveries as d')
-    .innerJoin('contacts as c', 'c.id', 'd.contact_id')
-    .select('c.status')
-    .where('d.id', '=', deliveryId)
-    .where('d.message_kind', '=', 'templated_email')
-    .executeTakeFirst();
-  return row?.status;
-}
-
 /**
  * The URL behind link `index` of the email a delivery carried, found by composing that email again
  * (the same function the sender used) and taking its index-th http(s) link. Only a URL written in
@@ -54,16 +42,7 @@ export async function recipientStatus(db: Db, deliveryId: number): Promise<Conta
  * delivery or link.
  */
 export async function findClickTarget(db: Db, deliveryId: number, index: number): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('deliveries as d')
-    .innerJoin('templated_emails as e', 'e.id', 'd.message_id')
-    .innerJoin('contacts as c', 'c.id', 'd.contact_id')
-    .leftJoin('signatures as s', (join) => join.onRef('s.id', '=', 'e.signature_id').onRef('s.user_id', '=', 'e.user_id'))
-    .selectAll('e')
-    .select(['c.first_name', 'c.last_name', 's.body as signature_body'])
-    .where('d.id', '=', deliveryId)
-    .where('d.message_kind', '=', 'templated_email')
-    .executeTakeFirst();
+  const row = await findDeliveredEmail(db, deliveryId);
   if (!row) return undefined;
   const link = linksIn(composeHtml({ message: row, signatureHtml: row.signature_body }, row))[index];
   if (link === undefined) return undefined;

@@ -3,8 +3,10 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { MediaRow, NewMedia } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
+import { DomainError, notFound } from '../errors.ts';
 import { Id, Nullable, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+import type { MediaStorage } from './storage.ts';
 
 /** The specification's media table; voicemail drops embed it as `media`. */
 export const Media = Type.Object({
@@ -112,8 +114,37 @@ export async function findMediaByToken(db: Db, token: string): Promise<MediaRow 
     .executeTakeFirst();
 }
 
+/** What keeps a media item from being deleted: the drops that will play it (voicemail/, a layer above, looks them up). */
+export type MediaUsers = (mediaId: number) => Promise<{ id: number; name: string }[]>;
+
+/**
+ * Deletes a media item unless a drop that is Scheduled or Sending will play it (a 400 naming
+ * them). The row stays, marked deleted: drops that used it still show it. The bytes go, as the
+ * owner asked; `fileLeft` hears of a file that could not be removed.
+ */
+export async function deleteMedia(
+  db: Db,
+  storage: Pick<MediaStorage, 'delete'>,
+  media: MediaRow,
+  now: Date,
+  usedBy: MediaUsers,
+  fileLeft: (error: unknown) => void,
+): Promise<void> {
+  const users = await usedBy(media.id);
+  if (users.length > 0) {
+    const named = users.map((d) => `${d.id} (${JSON.stringify(d.name)})`).join(', ');
+    throw new DomainError(
+      'bad_request',
+      `Media ${media.id} is the audio of voicemail drops that are Scheduled or Sending: ${named}. Cancel them or give them other audio first.`,
+    );
+  }
+  const deleted = await softDeleteMedia(db, media.user_id, media.id, now);
+  if (!deleted) throw notFound('Media', media.id);
+  await storage.delete(deleted.storage_key).catch(fileLeft);
+}
+
 /** Marks an item deleted; returns undefined when it already was (a concurrent delete won). */
-export async function softDeleteMedia(db: Db, userId: number, id: number, at: Date): Promise<MediaRow | undefined> {
+async function softDeleteMedia(db: Db, userId: number, id: number, at: Date): Promise<MediaRow | undefined> {
   return db
     .updateTable('media')
     .set({ deleted_at: at, updated_at: at })

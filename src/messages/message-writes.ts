@@ -3,9 +3,9 @@ import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import { validationError } from '../errors.ts';
-import { MESSAGE_TABLES, type MessageKind } from './kinds.ts';
-import { deletionRefusal, type MessageStatus } from './lifecycle.ts';
-import type { MessageView } from './message-view.ts';
+import type { MessageKind } from './kinds.ts';
+import { deletionRefusal } from './lifecycle.ts';
+import { type CheckedMessage, type MessageView, softDeleteMessage, updateCheckedMessage } from './message-tables.ts';
 import { emptyReporting } from './reporting.ts';
 
 /**
@@ -14,14 +14,6 @@ import { emptyReporting } from './reporting.ts';
  * (`voicemail/drops.ts`, `email/templated-emails.ts`) checks its own fields and calls these.
  */
 export type WriteContext = Pick<AppContext, 'database' | 'queue' | 'clock'>;
-
-/** The columns of a message that the writes check against. */
-export interface CheckedMessage {
-  id: number;
-  user_id: number;
-  status: MessageStatus;
-  send_at: Date | null;
-}
 
 /** Tries of an update or delete whose message changed under it before the conflict is reported. */
 const MAX_ATTEMPTS = 3;
@@ -55,7 +47,6 @@ export async function createMessage<Row extends CheckedMessage>(
   owner: UserRef,
   values: { status?: unknown },
   insert: (db: Db) => Promise<Row>,
-  extras: MessageView<Row>['extras'] = {},
 ): Promise<MessageView<Row>> {
   const row =
     values.status === 'Scheduled'
@@ -65,7 +56,7 @@ export async function createMessage<Row extends CheckedMessage>(
           return inserted;
         })
       : await insert(ctx.database.db);
-  return { row, reporting: emptyReporting(), owner, extras };
+  return { row, reporting: emptyReporting(), owner };
 }
 
 /**
@@ -82,22 +73,13 @@ export async function updateMessage<View extends { row: CheckedMessage }>(
   reload: (id: number) => Promise<View>,
   changes: (row: View['row']) => Promise<Record<string, unknown>>,
 ): Promise<View> {
-  const table = MESSAGE_TABLES[kind];
   let current = view;
   for (let attempt = 1; ; attempt++) {
     const { row } = current;
     const values = await changes(row);
     if (isUnchanged(row, values)) return current;
     const written = await ctx.database.db.transaction().execute(async (trx) => {
-      const { numUpdatedRows } = await trx
-        .updateTable(table)
-        .set({ ...values, updated_at: ctx.clock() })
-        .where('id', '=', row.id)
-        .where('user_id', '=', row.user_id)
-        .where('status', '=', row.status)
-        .where('deleted_at', 'is', null)
-        .executeTakeFirst();
-      if (numUpdatedRows === 0n) return false;
+      if (!(await updateCheckedMessage(trx, kind, row, values, ctx.clock()))) return false;
       await scheduleIfDue(ctx, trx, kind, row.id, row, {
         status: values.status ?? row.status,
         send_at: 'send_at' in values ? values.send_at : row.send_at,
@@ -125,15 +107,7 @@ export async function deleteMessage<Row extends CheckedMessage>(
   for (let attempt = 1; ; attempt++) {
     const refusal = deletionRefusal(current.status);
     if (refusal) throw validationError({ status: [refusal] });
-    const { numUpdatedRows } = await ctx.database.db
-      .updateTable(MESSAGE_TABLES[kind])
-      .set({ deleted_at: ctx.clock() })
-      .where('id', '=', current.id)
-      .where('user_id', '=', current.user_id)
-      .where('status', '=', current.status)
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
-    if (numUpdatedRows > 0n) return;
+    if (await softDeleteMessage(ctx.database.db, kind, current, ctx.clock())) return;
     if (attempt >= MAX_ATTEMPTS) throw concurrentChange();
     current = (await reload(current.id)).row;
   }

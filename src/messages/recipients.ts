@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
-import { contactFullName } from '../contacts/contacts.ts';
+import { contactFullName, findLiveContacts } from '../contacts/contacts.ts';
+import { findTags } from '../contacts/tags.ts';
 import type { Db } from '../db/database.ts';
 import type { FieldErrors } from '../errors.ts';
 import { Id, StringEnum } from '../json-schema.ts';
@@ -47,18 +48,11 @@ export async function resolveRecipientEntries(
   const tags = new Map<number, string>();
   const contacts = new Map<number, string>();
   if (tagIds.length > 0) {
-    const rows = await db.selectFrom('tags').select(['id', 'name']).where('user_id', '=', userId).where('id', 'in', tagIds).execute();
-    for (const row of rows) tags.set(row.id, row.name);
+    for (const row of await findTags(db, userId, tagIds)) tags.set(row.id, row.name);
   }
   if (contactIds.length > 0) {
-    const rows = await db
-      .selectFrom('contacts')
-      .select(['id', 'first_name', 'last_name', 'email', 'phone'])
-      .where('user_id', '=', userId)
-      .where('id', 'in', contactIds)
-      .where('deleted_at', 'is', null)
-      .execute();
-    for (const row of rows) contacts.set(row.id, contactFullName(row) ?? row.email ?? row.phone ?? `Contact ${row.id}`);
+    for (const row of await findLiveContacts(db, userId, contactIds))
+      contacts.set(row.id, contactFullName(row) ?? row.email ?? row.phone ?? `Contact ${row.id}`);
   }
   return entries.map((entry, index) => {
     const known = entry.group === 'Tags' ? tags.get(entry.value) : contacts.get(entry.value);

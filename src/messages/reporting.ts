@@ -1,3 +1,14 @@
+import { type RawBuilder, sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import type { MessageKind } from '../db/schema.ts';
+
+/**
+ * The reporting object of a message and the counters behind it (`message_counters`, one row per
+ * message and shard): every statement on that table is here, most of them as parts of the
+ * statements that move a delivery, so that a counter changes in the same statement as what it
+ * counts (sending/deliveries.ts, sending/delivery-events.ts).
+ */
+
 /** The fourteen delivery counters of the specification's reporting object, in its order. */
 export const COUNTERS = [
   'sent',
@@ -27,3 +38,54 @@ export function emptyReporting(): Reporting {
 
 /** Counter rows per message: concurrent writers mostly hit different rows. */
 export const COUNTER_SHARDS = 16;
+
+/** A message's counters summed over their shards, as a sub-select for a lateral join (one index range per message). */
+export function summedCounters(kind: MessageKind, messageId: string): RawBuilder<Record<Counter, number>> {
+  return sql<Record<Counter, number>>`(
+    SELECT ${sql.join(COUNTERS.map((name) => sql`coalesce(sum(${sql.ref(`c.${name}`)}), 0) AS ${sql.ref(name)}`))}
+    FROM message_counters c WHERE c.message_kind = ${kind} AND c.message_id = ${sql.ref(messageId)})`;
+}
+
+/**
+ * `, counted AS (INSERT …)`: a CTE adding `increments` to the counters of each row the statement's
+ * CTE `moved` returns (`id, user_id, message_kind, message_id` of a delivery), in the shard the
+ * delivery's id picks.
+ */
+export function countMoved(increments: readonly (readonly [Counter, number])[]): RawBuilder<unknown> {
+  const columns = increments.map(([name]) => sql.ref(name));
+  const values = increments.map(([, n]) => sql`${n}::integer`);
+  const updates = increments.map(([name]) => sql`${sql.ref(name)} = message_counters.${sql.ref(name)} + excluded.${sql.ref(name)}`);
+  return sql`, counted AS (
+      INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
+      SELECT message_kind, message_id, (id % ${COUNTER_SHARDS})::smallint, user_id, ${sql.join(values)} FROM moved
+      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}
+    )`;
+}
+
+/** `, counted AS (INSERT …)`: the rows of the statement's CTE `moved` counted as `sent`, per message, in one shard. */
+export function countMovedAsSent(shard: number): RawBuilder<unknown> {
+  return sql`, counted AS (
+      INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent)
+      SELECT message_kind, message_id, ${shard % COUNTER_SHARDS}::smallint, min(user_id), count(*)::integer
+      FROM moved GROUP BY message_kind, message_id ORDER BY message_kind, message_id
+      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET sent = message_counters.sent + excluded.sent
+    )`;
+}
+
+/** What one batch adds to one message's counters, in one shard. */
+export type CounterSums = { message_kind: string; message_id: number; shard: number; user_id: number } & Record<Counter, number>;
+
+/** Adds sums to the counters in one statement, in (kind, message) order: two batches lock their counter rows in the same order. */
+export async function addToCounters(db: Db, sums: readonly CounterSums[]): Promise<void> {
+  if (sums.length === 0) return;
+  const columns = COUNTERS.map((c) => sql.ref(c));
+  const definitions = sql.raw(COUNTERS.map((c) => `${c} integer`).join(', '));
+  const updates = COUNTERS.map((c) => sql`${sql.ref(c)} = message_counters.${sql.ref(c)} + excluded.${sql.ref(c)}`);
+  const ordered = [...sums].sort((a, b) => a.message_kind.localeCompare(b.message_kind) || a.message_id - b.message_id);
+  await sql`
+    INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
+    SELECT message_kind, message_id, shard, user_id, ${sql.join(columns)}
+    FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb)
+      AS x(message_kind text, message_id bigint, shard smallint, user_id bigint, ${definitions})
+    ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}`.execute(db);
+}

@@ -3,9 +3,9 @@ import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryFacts, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
 import { runSearch, type SearchParams } from '../db/search.ts';
 import type { MessageKind } from '../messages/kinds.ts';
-import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
+import { COUNTERS, type Counter, countMoved, countMovedAsSent } from '../messages/reporting.ts';
 import { DELIVERY_FILTERS } from './delivery-listing.ts';
-import { CLAIMABLE_STATES, DELIVERY_STATES, FAILED_STATES, PENDING_STATES, stateList } from './delivery-states.ts';
+import { CLAIMABLE_STATES, DELIVERY_STATES, ENGINE_STATES, FAILED_STATES, PENDING_STATES, rankSql, stateList } from './delivery-states.ts';
 
 /**
  * The delivery ledger: one row per message and contact (unique), moving through
@@ -187,14 +187,14 @@ export async function transitionDelivery(
 ): Promise<boolean> {
   const sets = [sql`state = ${to}`, sql`updated_at = ${now}`, sql`lease_until = NULL`];
   for (const [column, value] of Object.entries(fields)) sets.push(sql`${sql.ref(column)} = ${value}`);
-  const increments = Object.entries(counters).filter(([name, n]) => COUNTERS.includes(name as Counter) && n);
+  const increments = (Object.entries(counters) as [Counter, number][]).filter(([name, n]) => COUNTERS.includes(name) && n);
   const fence = delivery.attempts === undefined ? sql`` : sql` AND attempts = ${delivery.attempts}`;
   const result = await sql<{ moved: string }>`
     WITH moved AS (
       UPDATE deliveries SET ${sql.join(sets)}
       WHERE id = ${delivery.id} AND state = ANY (${from}::text[])${fence}
       RETURNING id, user_id, message_kind, message_id
-    )${increments.length > 0 ? counterUpsert(increments) : sql``}
+    )${increments.length > 0 ? countMoved(increments) : sql``}
     SELECT count(*) AS moved FROM moved`.execute(db);
   return Number(result.rows[0]?.moved ?? 0) > 0;
 }
@@ -235,12 +235,7 @@ export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Dat
       FROM handed
       WHERE d.id = handed.id AND d.state = 'sending' AND d.attempts = handed.attempts
       RETURNING d.id, d.user_id, d.message_kind, d.message_id
-    ), counted AS (
-      INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent)
-      SELECT message_kind, message_id, ${shard % COUNTER_SHARDS}::smallint, min(user_id), count(*)::integer
-      FROM moved GROUP BY message_kind, message_id ORDER BY message_kind, message_id
-      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET sent = message_counters.sent + excluded.sent
-    )
+    )${countMovedAsSent(shard)}
     SELECT count(*) AS moved FROM moved`.execute(db);
   return Number(result.rows[0]?.moved ?? 0);
 }
@@ -271,19 +266,6 @@ export async function releaseClaims(db: Db, claims: readonly Claim[], to: 'queue
     SET state = ${to}, lease_until = NULL, updated_at = ${now}, attempts = d.attempts - ${to === 'queued' ? 1 : 0}::integer
     FROM unnest(${ids}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
     WHERE d.id = ANY (${ids}::bigint[]) AND d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts`.execute(db);
-}
-
-/** `, counted AS (INSERT … ON CONFLICT DO UPDATE …)` adding to the counter shard of the moved row. */
-function counterUpsert(increments: [string, number | undefined][]) {
-  const columns = increments.map(([name]) => sql.ref(name));
-  const values = increments.map(([, n]) => sql`${n}::integer`);
-  const updates = increments.map(([name]) => sql`${sql.ref(name)} = message_counters.${sql.ref(name)} + excluded.${sql.ref(name)}`);
-  return sql`, counted AS (
-      INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
-      SELECT message_kind, message_id, (id % ${COUNTER_SHARDS})::smallint, user_id, ${sql.join(values)} FROM moved
-      ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}
-    )
-    `;
 }
 
 export interface DeliverySummary {
@@ -365,4 +347,118 @@ export function searchDeliveries(db: Db, kind: MessageKind, message: { id: numbe
   return runSearch(query, DELIVERY_FILTERS, params, 'd.id', {
     partitions: { db, column: 'd.state', values: DELIVERY_STATES, filter: 'state' },
   });
+}
+
+/** A delivery by id, whatever its state; undefined when there is none. */
+export async function findDelivery(db: Db, id: number): Promise<DeliveryRow | undefined> {
+  return db.selectFrom('deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The status of the contact an email delivery went to; undefined when there is no such delivery. */
+export async function recipientStatus(db: Db, deliveryId: number): Promise<ContactStatus | undefined> {
+  const row = await db
+    .selectFrom('deliveries as d')
+    .innerJoin('contacts as c', 'c.id', 'd.contact_id')
+    .select('c.status')
+    .where('d.id', '=', deliveryId)
+    .where('d.message_kind', '=', 'templated_email')
+    .executeTakeFirst();
+  return row?.status;
+}
+
+/** The templated email a delivery carried, with its contact's names and its signature, to compose it again; undefined when there is none. */
+export async function findDeliveredEmail(db: Db, deliveryId: number) {
+  return db
+    .selectFrom('deliveries as d')
+    .innerJoin('templated_emails as e', 'e.id', 'd.message_id')
+    .innerJoin('contacts as c', 'c.id', 'd.contact_id')
+    .leftJoin('signatures as s', (join) => join.onRef('s.id', '=', 'e.signature_id').onRef('s.user_id', '=', 'e.user_id'))
+    .selectAll('e')
+    .select(['c.first_name', 'c.last_name', 's.body as signature_body'])
+    .where('d.id', '=', deliveryId)
+    .where('d.message_kind', '=', 'templated_email')
+    .executeTakeFirst();
+}
+
+/** A voicemail delivery as a provider's report is matched to it. */
+export interface VoicemailTarget {
+  id: number;
+  state: DeliveryState;
+  address: string;
+  provider_message_id: string | null;
+}
+
+/**
+ * The voicemail deliveries of drops sent through `provider` that a batch of its reports names, by
+ * its references (deliveries_provider_message_idx) or by Hopper's delivery ids (the primary key).
+ */
+export async function findVoicemailTargets(
+  db: Db,
+  provider: string,
+  references: readonly string[],
+  ids: readonly number[],
+): Promise<VoicemailTarget[]> {
+  const { rows } = await sql<VoicemailTarget>`
+    SELECT d.id, d.state, d.address, d.provider_message_id
+    FROM deliveries d JOIN voicemail_drops v ON v.id = d.message_id
+    WHERE d.message_kind = 'voicemail_drop' AND v.provider = ${provider}
+      AND (d.provider_message_id = ANY (${references}::text[]) OR d.id = ANY (${ids}::bigint[]))`.execute(db);
+  return rows.map((row) => ({ ...row, id: Number(row.id) }));
+}
+
+/** A drop's deliveries handed over (or being handed over) to `provider` under an id of its own: what the provider may still hold. */
+export async function handedOverVoicemails(
+  db: Db,
+  dropId: number,
+  provider: string,
+): Promise<{ deliveryId: number; providerMessageId: string; phone: string }[]> {
+  const rows = await db
+    .selectFrom('deliveries as d')
+    .innerJoin('voicemail_drops as v', 'v.id', 'd.message_id')
+    .select(['d.id', 'd.provider_message_id', 'd.address'])
+    .where('d.message_kind', '=', 'voicemail_drop')
+    .where('d.message_id', '=', dropId)
+    .where('v.provider', '=', provider)
+    .where('d.state', 'in', ['sent', 'sending'])
+    .where('d.provider_message_id', 'is not', null)
+    .orderBy('d.id')
+    .execute();
+  return rows.map((r) => ({ deliveryId: Number(r.id), providerMessageId: r.provider_message_id as string, phone: r.address }));
+}
+
+/** The rank of the state a delivery has now: later outcomes win over earlier ones, whatever order their events arrive in. */
+const CURRENT_RANK = rankSql('d.state');
+/** States an event does not move: the engine's own (it counts their outcome itself), and cancelled. */
+const UNMOVED = stateList([...ENGINE_STATES, 'cancelled']);
+
+/**
+ * Moves deliveries to the states their events tell of, each only when it ranks above the state the
+ * delivery has now; the rows are locked in id order (see recordDeliveryEvents). Answers the
+ * deliveries moved, and those the sending engine still holds (queued, being handed over), which
+ * events do not move.
+ */
+export async function raiseDeliveryStates(
+  trx: Db,
+  changes: readonly { id: number; state: DeliveryState; rank: number; at: string }[],
+  now: Date,
+): Promise<{ moved: number[]; held: number[] }> {
+  const { rows } = await sql<{ id: number; held: boolean }>`
+    WITH x AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
+    ), locked AS (
+      SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
+      WHERE d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
+      ORDER BY d.id
+      FOR NO KEY UPDATE OF d
+    ), moved AS (
+      UPDATE deliveries d
+      SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
+      FROM x JOIN locked USING (id)
+      WHERE d.id = x.id AND d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
+      RETURNING d.id
+    )
+    SELECT id, false AS held FROM moved
+    UNION ALL
+    SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN (${stateList(ENGINE_STATES)})`.execute(trx);
+  return { moved: rows.filter((r) => !r.held).map((r) => Number(r.id)), held: rows.filter((r) => r.held).map((r) => Number(r.id)) };
 }

@@ -1,8 +1,10 @@
 import { sql } from 'kysely';
+import { changeSubscribedContacts } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryState } from '../db/schema.ts';
-import { COUNTER_SHARDS, COUNTERS, type Counter } from '../messages/reporting.ts';
-import { ENGINE_STATES, rankSql, stateList, stateRank } from './delivery-states.ts';
+import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
+import { raiseDeliveryStates } from './deliveries.ts';
+import { stateRank } from './delivery-states.ts';
 
 /**
  * What happened to a delivery after it was handed over, from any source: SendGrid's, SES's and
@@ -70,11 +72,6 @@ const EFFECTS: Record<DeliveryEventType, Effect> = {
   unsubscribe: { counters: { unsubscribe: 1 }, contactStatus: 'Unsubscribed' },
   reply: { counters: { reply: 1 } },
 };
-
-/** The rank of the state a delivery has now: later outcomes win over earlier ones, whatever order their events arrive in. */
-const CURRENT_RANK = rankSql('d.state');
-/** States an event does not move: the engine's own, and cancelled. */
-const UNMOVED = stateList([...ENGINE_STATES, 'cancelled']);
 
 export interface RecordResult {
   recorded: number;
@@ -188,33 +185,15 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
   const moves: Moves = { decided: new Map([...target].map(([id, t]) => [id, t.event])), moved: new Set(), held: new Set() };
   if (target.size === 0) return moves;
   const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: stateRank(state), at: at.toISOString() }));
-  // A delivery still queued or being handed over belongs to the sending engine, which counts its
-  // outcome itself; the lock is taken in id order (see recordDeliveryEvents).
-  const { rows } = await sql<{ id: number; held: boolean }>`
-    WITH x AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
-    ), locked AS (
-      SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
-      WHERE d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
-      ORDER BY d.id
-      FOR NO KEY UPDATE OF d
-    ), moved AS (
-      UPDATE deliveries d
-      SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
-      FROM x JOIN locked USING (id)
-      WHERE d.id = x.id AND d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
-      RETURNING d.id
-    )
-    SELECT id, false AS held FROM moved
-    UNION ALL
-    SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN (${stateList(ENGINE_STATES)})`.execute(trx);
-  for (const row of rows) (row.held ? moves.held : moves.moved).add(Number(row.id));
+  const { moved, held } = await raiseDeliveryStates(trx, changes, now);
+  for (const id of moved) moves.moved.add(id);
+  for (const id of held) moves.held.add(id);
   return moves;
 }
 
 async function addCounters(trx: Db, fresh: Fresh[]): Promise<void> {
   const shard = Math.floor(Math.random() * COUNTER_SHARDS);
-  const sums = new Map<string, { message_kind: string; message_id: number; shard: number; user_id: number } & Record<Counter, number>>();
+  const sums = new Map<string, CounterSums>();
   for (const event of fresh) {
     const key = `${event.message_kind}:${event.message_id}`;
     let sum = sums.get(key);
@@ -224,17 +203,7 @@ async function addCounters(trx: Db, fresh: Fresh[]): Promise<void> {
     }
     for (const [counter, n] of Object.entries(EFFECTS[event.type].counters)) sum[counter as Counter] += n;
   }
-  const columns = COUNTERS.map((c) => sql.ref(c));
-  const definitions = sql.raw(COUNTERS.map((c) => `${c} integer`).join(', '));
-  const updates = COUNTERS.map((c) => sql`${sql.ref(c)} = message_counters.${sql.ref(c)} + excluded.${sql.ref(c)}`);
-  // Sorted, so two batches about the same messages lock their counter rows in the same order.
-  const ordered = [...sums.values()].sort((a, b) => a.message_kind.localeCompare(b.message_kind) || a.message_id - b.message_id);
-  await sql`
-    INSERT INTO message_counters (message_kind, message_id, shard, user_id, ${sql.join(columns)})
-    SELECT message_kind, message_id, shard, user_id, ${sql.join(columns)}
-    FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb)
-      AS x(message_kind text, message_id bigint, shard smallint, user_id bigint, ${definitions})
-    ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}`.execute(trx);
+  await addToCounters(trx, [...sums.values()]);
 }
 
 async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
@@ -249,20 +218,7 @@ async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void>
       first.set(event.contact_id, { contact_id: event.contact_id, user_id: event.user_id, status, at: event.occurred_at.getTime() });
     }
   }
-  if (first.size === 0) return;
-  const changes = [...first.values()].sort((a, b) => a.contact_id - b.contact_id);
-  await sql`
-    WITH x AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(contact_id bigint, user_id bigint, status text)
-    ), locked AS (
-      SELECT c.id FROM contacts c JOIN x ON x.contact_id = c.id AND x.user_id = c.user_id
-      WHERE c.status = 'Subscribed'
-      ORDER BY c.id
-      FOR NO KEY UPDATE OF c
-    )
-    UPDATE contacts c SET status = x.status, updated_at = ${now}
-    FROM x JOIN locked ON locked.id = x.contact_id
-    WHERE c.id = x.contact_id AND c.user_id = x.user_id AND c.status = 'Subscribed'`.execute(trx);
+  await changeSubscribedContacts(trx, [...first.values()], now);
 }
 
 function zeroCounters(): Record<Counter, number> {

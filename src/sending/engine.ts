@@ -4,7 +4,7 @@ import type { DatabaseHandle, Db } from '../db/database.ts';
 import { failureLevel, whileDatabaseAway } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
-import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-states.ts';
+import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-tables.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';

@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { changeSubscribedContacts } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
 import { whileDatabaseAway } from '../db/errors.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { MessageKind } from '../messages/kinds.ts';
-import { messageStatus } from '../messages/message-states.ts';
+import { messageStatus } from '../messages/message-tables.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
@@ -231,13 +232,11 @@ async function recordOther(
         now,
       );
       if (moved && outcome.contactStatus) {
-        await db
-          .updateTable('contacts')
-          .set({ status: outcome.contactStatus, updated_at: now })
-          .where('id', '=', delivery.contact_id)
-          .where('user_id', '=', delivery.user_id)
-          .where('status', '=', 'Subscribed')
-          .execute();
+        await changeSubscribedContacts(
+          db,
+          [{ contact_id: delivery.contact_id, user_id: delivery.user_id, status: outcome.contactStatus }],
+          now,
+        );
       }
     }
   }

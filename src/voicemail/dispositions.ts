@@ -1,5 +1,5 @@
-import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
+import { findVoicemailTargets } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { isPending } from '../sending/delivery-states.ts';
 import type { VoicemailProvider } from './providers.ts';
@@ -29,13 +29,6 @@ export interface OutcomeResult {
   early: number;
 }
 
-interface Target {
-  id: number;
-  state: string;
-  address: string;
-  provider_message_id: string | null;
-}
-
 /**
  * Records provider outcomes as `delivered`/`failed` delivery events (sending/delivery-events.ts:
  * each stored once by (source, event id), counters, delivery state and contact status moved in one
@@ -55,14 +48,9 @@ export async function recordOutcomes(
   if (outcomes.length === 0) return result;
   const references = [...new Set(outcomes.flatMap((o) => (o.reference ? [o.reference] : [])))];
   const ids = [...new Set(outcomes.flatMap((o) => (o.deliveryId !== undefined ? [o.deliveryId] : [])))];
-  // Served by deliveries_provider_message_idx (provider references) and the primary key.
-  const { rows } = await sql<Target>`
-    SELECT d.id, d.state, d.address, d.provider_message_id
-    FROM deliveries d JOIN voicemail_drops v ON v.id = d.message_id
-    WHERE d.message_kind = 'voicemail_drop' AND v.provider = ${provider}
-      AND (d.provider_message_id = ANY (${references}::text[]) OR d.id = ANY (${ids}::bigint[]))`.execute(db);
+  const rows = await findVoicemailTargets(db, provider, references, ids);
   const byReference = new Map(rows.filter((r) => r.provider_message_id !== null).map((r) => [r.provider_message_id as string, r]));
-  const byId = new Map(rows.map((r) => [Number(r.id), r]));
+  const byId = new Map(rows.map((r) => [r.id, r]));
 
   const events: DeliveryEvent[] = [];
   for (const outcome of outcomes) {
@@ -75,7 +63,7 @@ export async function recordOutcomes(
       events.push({
         source,
         eventId: outcome.eventId,
-        deliveryId: Number(target.id),
+        deliveryId: target.id,
         type: outcome.delivered ? 'delivered' : 'failed',
         occurredAt: outcome.occurredAt,
         detail: outcome.reason,

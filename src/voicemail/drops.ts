@@ -1,10 +1,9 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
+import type { Insertable } from 'kysely';
 import { type Static, Type } from 'typebox';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from '../contacts/phone.ts';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
-import { precompiled } from '../db/precompiled.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
 import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
@@ -12,8 +11,7 @@ import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schem
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
 import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
-import { searchMessages } from '../messages/message-search.ts';
-import { type MessageView, selectMessages, toMessageView } from '../messages/message-view.ts';
+import { type DropView, findDrop, insertDrop, pageOfDrops } from '../messages/message-tables.ts';
 import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
@@ -84,8 +82,6 @@ export const DROP_FILTERS: Filters = {
   send_type: { kind: 'enum', column: 'msg.send_type', values: SEND_TYPES },
 };
 
-export type DropView = MessageView<VoicemailDropRow>;
-
 /** The API shape of a voicemail drop (the specification's table): the one place drops become JSON. */
 export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
   const { row } = view;
@@ -107,7 +103,7 @@ export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     deleted_at: formatTimestamp(row.deleted_at),
-    media: toApiMedia(view.extras.m as unknown as MediaRow, publicUrl),
+    media: toApiMedia(view.media, publicUrl),
   };
 }
 
@@ -117,16 +113,11 @@ export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
  * Checks a create (`current` undefined) or a partial update against the owner's data and the
  * status rules, and returns the columns to write. One validation error reports every problem.
  */
-async function dropChanges(
-  ctx: AppContext,
-  ownerId: number,
-  body: DropBody,
-  current: VoicemailDropRow | undefined,
-  found: { media?: MediaRow } = {},
-) {
+async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, current: VoicemailDropRow | undefined) {
   const { db } = ctx.database;
   const errors: FieldErrors = {};
   const changes: Partial<Insertable<VoicemailDropsTable>> = {};
+  let media: MediaRow | undefined;
   if (body.provider !== undefined) {
     const configured: string[] = configuredProviders(ctx.config);
     if (!configured.includes(body.provider))
@@ -134,18 +125,18 @@ async function dropChanges(
     else changes.provider = body.provider;
   }
   if (body.media_id !== undefined) {
-    const media = await findOwnedMedia(db, ownerId, body.media_id);
-    if (!media) errors.media_id = ["does not name one of the owner's media items"];
-    else if (!isAudioMedia(media)) errors.media_id = [`must name an audio file (this one is ${media.mime_type})`];
-    else if (!dropAudioType(media.mime_type))
-      errors.media_id = [`must be WAV, MP3 or M4A audio, the formats providers play (this one is ${media.mime_type})`];
-    else if (media.duration_seconds !== null && media.duration_seconds <= MIN_DROP_SECONDS) {
+    const named = await findOwnedMedia(db, ownerId, body.media_id);
+    if (!named) errors.media_id = ["does not name one of the owner's media items"];
+    else if (!isAudioMedia(named)) errors.media_id = [`must name an audio file (this one is ${named.mime_type})`];
+    else if (!dropAudioType(named.mime_type))
+      errors.media_id = [`must be WAV, MP3 or M4A audio, the formats providers play (this one is ${named.mime_type})`];
+    else if (named.duration_seconds !== null && named.duration_seconds <= MIN_DROP_SECONDS) {
       errors.media_id = [
-        `must be longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (this one is ${media.duration_seconds} s)`,
+        `must be longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (this one is ${named.duration_seconds} s)`,
       ];
     } else {
-      changes.media_id = media.id;
-      found.media = media;
+      changes.media_id = named.id;
+      media = named;
     }
   }
   if (body.callback_number !== undefined) {
@@ -168,44 +159,11 @@ async function dropChanges(
   const requested = { status: body.status, send_type: body.send_type, send_at: parseSendAt(body.send_at) };
   const schedule = planSchedule(current, requested, otherChanges, ctx.clock, errors);
   throwIfAny(errors);
-  return { ...changes, ...schedule };
+  // The media item read (and checked) here, so that a new drop is answered without reading it back.
+  return { values: { ...changes, ...schedule }, media };
 }
 
 // ── Statements ──────────────────────────────────────────────────────────────────────────────
-
-const MEDIA_COLUMNS = [
-  'id',
-  'user_id',
-  'name',
-  'file_name',
-  'collection_name',
-  'mime_type',
-  'size',
-  'duration_seconds',
-  'token',
-  'storage_key',
-  'created_at',
-  'updated_at',
-  'deleted_at',
-] as const satisfies readonly (keyof MediaRow)[];
-
-/** Drops with their embedded media item, in the one query of `selectMessages`. */
-export function selectDrops(db: Db) {
-  return selectMessages(db, 'voicemail_drop')
-    .innerJoin('media as m', 'm.id', 'msg.media_id')
-    .select(MEDIA_COLUMNS.map((column) => sql.ref(`m.${column}`).as(`m__${column}`)));
-}
-
-// The read of every GET, PUT and DELETE: compiled once, not per request.
-const dropById = precompiled<[number], object>(1, (db, id) => selectDrops(db).where('msg.id', '=', id));
-
-const dropsByIds = precompiled<[number[]], object>(1, (db, ids) => selectDrops(db).where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`));
-
-/** A live drop with its media, counters and owner; undefined when there is none or it was deleted. */
-export async function findDrop(db: Db, id: number): Promise<DropView | undefined> {
-  const [joined] = await dropById(db, id);
-  return joined && toMessageView<VoicemailDropRow>(joined);
-}
 
 async function requireDrop(db: Db, id: number): Promise<DropView> {
   const view = await findDrop(db, id);
@@ -214,23 +172,16 @@ async function requireDrop(db: Db, id: number): Promise<DropView> {
 }
 
 /** One page of an owner's drops, filtered by `DROP_FILTERS`. */
-export async function searchDrops(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
-  const live = db.selectFrom('voicemail_drops as msg').selectAll().where('msg.deleted_at', 'is', null);
-  const result = await searchMessages(db, 'voicemail_drop', ownerId, live, params, DROP_FILTERS, (ids) => dropsByIds(db, ids), totals);
-  return { ...result, rows: result.rows.map((joined) => toMessageView<VoicemailDropRow>(joined)) };
+export function searchDrops(db: Db, ownerId: number, params: SearchParams, totals: CountCache) {
+  return pageOfDrops(db, ownerId, params, DROP_FILTERS, totals);
 }
 
 export async function createDrop(ctx: AppContext, owner: UserRef, body: Static<typeof CreateDropBody>): Promise<DropView> {
-  const found: { media?: MediaRow } = {};
-  const values = (await dropChanges(ctx, owner.id, body, undefined, found)) as Insertable<VoicemailDropsTable>;
-  const insert = (db: Db) =>
-    db
-      .insertInto('voicemail_drops')
-      .values({ ...values, user_id: owner.id })
-      .returningAll()
-      .executeTakeFirstOrThrow() as Promise<VoicemailDropRow>;
-  // The media item was read (and checked) above: the new drop is returned without reading it back.
-  return createMessage(ctx, 'voicemail_drop', owner, values, insert, { m: found.media as unknown as Record<string, unknown> });
+  const { values, media } = await dropChanges(ctx, owner.id, body, undefined);
+  const now = ctx.clock();
+  const row = { ...values, user_id: owner.id, created_at: now, updated_at: now } as Insertable<VoicemailDropsTable>;
+  const created = await createMessage(ctx, 'voicemail_drop', owner, values, (db) => insertDrop(db, row));
+  return { ...created, media: media as MediaRow };
 }
 
 /** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */
@@ -240,7 +191,7 @@ export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody
     'voicemail_drop',
     view,
     (id) => requireDrop(ctx.database.db, id),
-    (row) => dropChanges(ctx, row.user_id, body, row),
+    async (row) => (await dropChanges(ctx, row.user_id, body, row)).values,
   );
   if (view.row.status === 'Sending' && updated.row.status === 'Cancelled') {
     // The provider may still hold drops handed over: a worker stops them (provider-work.ts).
@@ -251,20 +202,6 @@ export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody
     );
   }
   return updated;
-}
-
-/** Drops that will still play this media item (Scheduled or Sending), by id and name. */
-export async function dropsUsingMedia(db: Db, mediaId: number): Promise<{ id: number; name: string }[]> {
-  const rows = await db
-    .selectFrom('voicemail_drops')
-    .select(['id', 'name'])
-    .where('media_id', '=', mediaId)
-    .where('status', 'in', ['Scheduled', 'Sending'])
-    .where('deleted_at', 'is', null)
-    .orderBy('id')
-    .limit(20)
-    .execute();
-  return rows.map((r) => ({ id: Number(r.id), name: r.name }));
 }
 
 export async function deleteDrop(ctx: AppContext, view: DropView): Promise<void> {

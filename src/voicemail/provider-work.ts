@@ -2,13 +2,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { JobQueue } from '../db/job-queue.ts';
+import { findDelivery, handedOverVoicemails } from '../sending/deliveries.ts';
 import { isPending } from '../sending/delivery-states.ts';
-import type { Clock } from '../time.ts';
+import { type Clock, inRealTime } from '../time.ts';
 import { recordOutcomes } from './dispositions.ts';
 import { type CancelledJob, type DeliveryJob, ensureProviderQueue, PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
 import { readCallStatus, SLYBROADCAST_SOURCE, slybroadcastControl } from './providers/slybroadcast.ts';
 import { applyEarlyResult } from './results.ts';
-import { findSubmission, noteChecked, openSessions } from './submissions.ts';
+import { findSubmission, noteChecked } from './submissions.ts';
 
 /** Status checks per Slybroadcast delivery before it is left `sent`. */
 export const SLYBROADCAST_MAX_CHECKS = 6;
@@ -32,19 +33,15 @@ export async function startProviderWork(deps: Deps): Promise<() => Promise<void>
     const { deliveryId } = job.data;
     if (await applyEarlyResult({ db, boss }, deliveryId, clock())) return;
     // Still being handed over, or waiting for a retry: come back when that is due.
-    const delivery = await db.selectFrom('deliveries').select('next_attempt_at').where('id', '=', deliveryId).executeTakeFirst();
-    const at = Math.max(Date.now() + 1000, (delivery?.next_attempt_at.getTime() ?? 0) - clock().getTime() + Date.now() + 1000);
-    await sendProviderJob(boss, PROVIDER_QUEUES.result, { deliveryId }, new Date(at));
+    const delivery = await findDelivery(db, deliveryId);
+    const wait = Math.max(0, (delivery?.next_attempt_at.getTime() ?? 0) - clock().getTime());
+    await sendProviderJob(boss, PROVIDER_QUEUES.result, { deliveryId }, inRealTime(wait + 1000));
   });
 
   await boss.work<DeliveryJob>(PROVIDER_QUEUES.check, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
     if (!job || !config.slybroadcast) return;
     const { deliveryId } = job.data;
-    const delivery = await db
-      .selectFrom('deliveries')
-      .select(['state', 'address', 'provider_message_id'])
-      .where('id', '=', deliveryId)
-      .executeTakeFirst();
+    const delivery = await findDelivery(db, deliveryId);
     const submission = await findSubmission(db, deliveryId);
     if (!delivery || !submission || !delivery.provider_message_id) return;
     if (isPending(delivery.state)) throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
@@ -73,13 +70,13 @@ export async function startProviderWork(deps: Deps): Promise<() => Promise<void>
     }
     const next = new Date(now.getTime() + config.slybroadcastResultTimeoutMs);
     await noteChecked(db, deliveryId, next);
-    await sendProviderJob(boss, PROVIDER_QUEUES.check, { deliveryId }, new Date(Date.now() + config.slybroadcastResultTimeoutMs));
+    await sendProviderJob(boss, PROVIDER_QUEUES.check, { deliveryId }, inRealTime(config.slybroadcastResultTimeoutMs));
   });
 
   await boss.work<CancelledJob>(PROVIDER_QUEUES.cancelled, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
     if (job?.data.kind !== 'voicemail_drop' || !config.slybroadcast) return;
-    const sessions = await openSessions(db, job.data.id);
-    for (const session of sessions) {
+    const sessions = await handedOverVoicemails(db, job.data.id, 'Slybroadcast');
+    for (const session of sessions.map((s) => ({ sessionId: s.providerMessageId }))) {
       try {
         const reply = await slybroadcastControl(config.slybroadcast, 'stop', { session_id: session.sessionId });
         if (/^\s*ERROR\b/i.test(reply))

@@ -1,16 +1,20 @@
 import type { PgBoss } from 'pg-boss';
 import type { Db } from '../db/database.ts';
+import { findDelivery } from '../sending/deliveries.ts';
 import { recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { isPending } from '../sending/delivery-states.ts';
+import { inRealTime } from '../time.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
 import { type DropCowboyResult, type DropCowboyWebhookEvent, outcomeOf, readDropCowboyCallback } from './providers/drop-cowboy-events.ts';
 import type { VoicemailProvider } from './providers.ts';
 import {
   claimEvent,
   findSubmission,
+  forgetEvent,
   keepReceipt,
   lockNumber,
   matchResult,
+  noteEventDelivery,
   pairReceipts,
   receiptMayBeOurs,
   storeResult,
@@ -65,8 +69,7 @@ export async function recordDropCowboyEvent(deps: ResultDeps, event: DropCowboyW
     // The event first: a replay stops here, before it could take another delivery of the number.
     if (!(await claimEvent(trx, PROVIDER, key, null))) return 'duplicate' as const;
     const forget = async () => {
-      // Not one of ours (another installation on the account, or a drop Hopper never made): not kept.
-      await trx.deleteFrom('provider_events').where('provider', '=', PROVIDER).where('event_key', '=', key).execute();
+      await forgetEvent(trx, PROVIDER, key);
       return 'unknown' as const;
     };
     if (!isStatus) {
@@ -89,12 +92,7 @@ export async function recordDropCowboyEvent(deps: ResultDeps, event: DropCowboyW
     }
     const target = await matchResult(trx, PROVIDER, to, event.dropId);
     if (!target || !outcome) return forget();
-    await trx
-      .updateTable('provider_events')
-      .set({ delivery_id: target.delivery_id })
-      .where('provider', '=', PROVIDER)
-      .where('event_key', '=', key)
-      .execute();
+    await noteEventDelivery(trx, PROVIDER, key, target.delivery_id);
     const fresh = await storeResult(
       trx,
       target.delivery_id,
@@ -158,10 +156,10 @@ function resultOf(outcome: { delivered: boolean; reason: string | null }, result
 export async function applyResult(deps: ResultDeps, deliveryId: number, now: Date): Promise<number> {
   const submission = await findSubmission(deps.db, deliveryId);
   if (!submission?.result_at || submission.delivered === null) return 0;
-  const delivery = await deps.db.selectFrom('deliveries').select('state').where('id', '=', deliveryId).executeTakeFirst();
+  const delivery = await findDelivery(deps.db, deliveryId);
   if (!delivery) return 0;
   if (isPending(delivery.state)) {
-    await sendProviderJob(deps.boss, PROVIDER_QUEUES.result, { deliveryId }, new Date(Date.now() + 1000));
+    await sendProviderJob(deps.boss, PROVIDER_QUEUES.result, { deliveryId }, inRealTime(1000));
     return 0;
   }
   const result = await recordDeliveryEvents(
@@ -183,7 +181,7 @@ export async function applyResult(deps: ResultDeps, deliveryId: number, now: Dat
 
 /** The job of a result that came early: true once it is recorded (or nothing is left to do). */
 export async function applyEarlyResult(deps: ResultDeps, deliveryId: number, now: Date): Promise<boolean> {
-  const delivery = await deps.db.selectFrom('deliveries').select('state').where('id', '=', deliveryId).executeTakeFirst();
+  const delivery = await findDelivery(deps.db, deliveryId);
   if (!delivery) return true;
   if (isPending(delivery.state)) return false;
   await applyResult(deps, deliveryId, now);

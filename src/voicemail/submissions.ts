@@ -7,8 +7,9 @@ import type { VoicemailProvider } from './providers.ts';
 
 /**
  * What Hopper keeps about each hand-over to a voicemail provider (table `provider_submissions`),
- * the provider's id of each uploaded media item (`provider_media`) and the provider events
- * already handled (`provider_events`). Every statement on those tables is here.
+ * the provider's id of each uploaded media item (`provider_media`), the provider events already
+ * handled (`provider_events`) and the receipts waiting for their results (`provider_receipts`).
+ * Every statement on those tables is here.
  */
 /** A row of `provider_submissions`, less its creation time. */
 export type Submission = Omit<Selectable<ProviderSubmissionsTable>, 'created_at'>;
@@ -218,12 +219,7 @@ export async function pairReceipts(
       .set({ proof_of_delivery_url: sql<string | null>`coalesce(proof_of_delivery_url, ${receipt.proof_of_delivery_url})` })
       .where('delivery_id', '=', deliveryId)
       .execute();
-    await trx
-      .updateTable('provider_events')
-      .set({ delivery_id: deliveryId })
-      .where('provider', '=', provider)
-      .where('event_key', '=', receipt.event_key)
-      .execute();
+    await noteEventDelivery(trx, provider, receipt.event_key, deliveryId);
     paired.push({ eventKey: receipt.event_key, deliveryId });
   }
   return paired;
@@ -311,18 +307,17 @@ export async function saveRemoteMediaId(db: Db, provider: VoicemailProvider, med
     .execute();
 }
 
-/** Slybroadcast sessions of a drop that may still be held by the provider (handed over, no result). */
-export async function openSessions(db: Db, dropId: number): Promise<{ deliveryId: number; sessionId: string; phone: string }[]> {
-  const rows = await db
-    .selectFrom('deliveries as d')
-    .innerJoin('voicemail_drops as v', 'v.id', 'd.message_id')
-    .select(['d.id', 'd.provider_message_id', 'd.address'])
-    .where('d.message_kind', '=', 'voicemail_drop')
-    .where('d.message_id', '=', dropId)
-    .where('v.provider', '=', 'Slybroadcast')
-    .where('d.state', 'in', ['sent', 'sending'])
-    .where('d.provider_message_id', 'is not', null)
-    .orderBy('d.id')
+/** Forgets a provider event claimed for nothing of Hopper's (another installation on the account, a drop Hopper never made). */
+export async function forgetEvent(trx: Db, provider: VoicemailProvider, key: string): Promise<void> {
+  await trx.deleteFrom('provider_events').where('provider', '=', provider).where('event_key', '=', key).execute();
+}
+
+/** Keeps with a claimed provider event the delivery it was matched to. */
+export async function noteEventDelivery(trx: Db, provider: VoicemailProvider, key: string, deliveryId: number): Promise<void> {
+  await trx
+    .updateTable('provider_events')
+    .set({ delivery_id: deliveryId })
+    .where('provider', '=', provider)
+    .where('event_key', '=', key)
     .execute();
-  return rows.map((r) => ({ deliveryId: Number(r.id), sessionId: r.provider_message_id as string, phone: r.address }));
 }

@@ -3,9 +3,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { JobQueue } from '../db/job-queue.ts';
-import { publicFileUrl } from '../media/media.ts';
+import { findOwnedMedia, publicFileUrl } from '../media/media.ts';
 import type { Channel } from '../sending/channel.ts';
-import type { Clock } from '../time.ts';
+import { type Clock, inRealTime } from '../time.ts';
 import { checkCallingHours } from './calling-hours.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
 import { startProviderWork } from './provider-work.ts';
@@ -64,14 +64,9 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     async prepare(drop) {
       const adapter = adapters.get(drop.provider as VoicemailProvider);
       if (!adapter) return { ok: false, reason: `The provider ${drop.provider} is not configured on this server.` };
-      const media = await db
-        .selectFrom('media')
-        .select(['token', 'file_name', 'mime_type', 'deleted_at'])
-        .where('id', '=', drop.media_id)
-        .where('user_id', '=', drop.user_id)
-        .executeTakeFirst();
+      const media = await findOwnedMedia(db, drop.user_id, drop.media_id);
       // A deleted item's public URL no longer serves the file, so the provider could not fetch it.
-      if (!media || media.deleted_at) return { ok: false, reason: `The drop's audio (media ${drop.media_id}) was deleted.` };
+      if (!media) return { ok: false, reason: `The drop's audio (media ${drop.media_id}) was deleted.` };
       const audioType = dropAudioType(media.mime_type);
       if (!audioType) return { ok: false, reason: `The drop's audio is ${media.mime_type}; providers play WAV, MP3 and M4A only.` };
       const audioUrl = publicFileUrl(config.publicUrl, media);
@@ -108,12 +103,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     try {
       await ensureSubmission(db, { deliveryId, provider: 'Slybroadcast', phone });
       await noteAccepted(db, deliveryId, sessionId, new Date(clock().getTime() + config.slybroadcastResultTimeoutMs));
-      await sendProviderJob(
-        deps.queue.boss,
-        PROVIDER_QUEUES.check,
-        { deliveryId },
-        new Date(Date.now() + config.slybroadcastResultTimeoutMs),
-      );
+      await sendProviderJob(deps.queue.boss, PROVIDER_QUEUES.check, { deliveryId }, inRealTime(config.slybroadcastResultTimeoutMs));
     } catch (error) {
       log.error({ deliveryId, err: error }, 'Slybroadcast status check not scheduled');
     }

@@ -4,8 +4,9 @@ import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.ts';
 import { loadTrackingTokens } from '../email/tokens.ts';
-import { recipientStatus, recordUnsubscribe } from '../email/tracking.ts';
+import { recordUnsubscribe } from '../email/tracking.ts';
 import type { App } from '../http/context.ts';
+import { recipientStatus } from '../sending/deliveries.ts';
 import { renderView } from './render.ts';
 
 /**

@@ -5,11 +5,12 @@ import { tagNamesByContact } from '../contacts/tags.ts';
 import type { Db } from '../db/database.ts';
 import type { ContactRow, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { findEmail, toApiTemplatedEmail } from '../email/templated-emails.ts';
+import { toApiTemplatedEmail } from '../email/templated-emails.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
+import { findDrop, findEmail } from '../messages/message-tables.ts';
 import { toApiDelivery } from '../sending/delivery-listing.ts';
 import { formatTimestamp } from '../time.ts';
-import { findDrop, toApiVoicemailDrop } from '../voicemail/drops.ts';
+import { toApiVoicemailDrop } from '../voicemail/drops.ts';
 import { TEST_EVENT } from './events.ts';
 
 /**

@@ -11,17 +11,17 @@ import { AUDIO_COLLECTION } from '../../media/detect.ts';
 import { mediaRejected } from '../../media/errors.ts';
 import { type MediaIntake, prepareStaging } from '../../media/ingest.ts';
 import {
+  deleteMedia,
   findMedia,
   findMediaByToken,
   MEDIA_FILTERS,
   Media,
   readableSize,
   searchMedia,
-  softDeleteMedia,
   toApiMedia,
 } from '../../media/media.ts';
 import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
-import { dropsUsingMedia } from '../../voicemail/drops.ts';
+import { dropsPlayingMedia } from '../../messages/message-tables.ts';
 import { parseRange } from '../byte-range.ts';
 import type { App } from '../context.ts';
 import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
@@ -168,20 +168,14 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
     },
     async (request) => {
       const media = await reachableMedia(request.principal, request.params.id);
-      const users = await dropsUsingMedia(db, media.id);
-      if (users.length > 0) {
-        const named = users.map((d) => `${d.id} (${JSON.stringify(d.name)})`).join(', ');
-        throw new DomainError(
-          'bad_request',
-          `Media ${media.id} is the audio of voicemail drops that are Scheduled or Sending: ${named}. Cancel them or give them other audio first.`,
-        );
-      }
-      const deleted = await softDeleteMedia(db, media.user_id, media.id, clock());
-      if (!deleted) throw notFound('Media', media.id);
-      // The row stays (drops that used it still show it); the bytes go, as the owner asked.
-      await storage
-        .delete(deleted.storage_key)
-        .catch((error) => request.log.error({ err: error, mediaId: media.id }, 'media file not removed'));
+      await deleteMedia(
+        db,
+        storage,
+        media,
+        clock(),
+        (id) => dropsPlayingMedia(db, id),
+        (error) => request.log.error({ err: error, mediaId: media.id }, 'media file not removed'),
+      );
       return { success: true };
     },
   );

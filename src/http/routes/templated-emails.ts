@@ -4,7 +4,6 @@ import {
   deleteEmail,
   EMAIL_FILTERS,
   EmailBody,
-  findEmail,
   searchEmails,
   TemplatedEmail,
   toApiTemplatedEmail,
@@ -13,6 +12,7 @@ import {
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { REPLY_FILTERS, Reply, searchReplies, toApiReply } from '../../inbound/replies.ts';
 import { Success } from '../../json-schema.ts';
+import { findEmail } from '../../messages/message-tables.ts';
 import { searchDeliveries } from '../../sending/deliveries.ts';
 import { DELIVERY_FILTERS, Delivery, toApiDelivery } from '../../sending/delivery-listing.ts';
 import type { RoutePlugin } from '../context.ts';

@@ -1,6 +1,7 @@
 import { CountCache } from '../../db/search.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
+import { findDrop } from '../../messages/message-tables.ts';
 import { searchDeliveries } from '../../sending/deliveries.ts';
 import { DELIVERY_FILTERS, Delivery, toApiDelivery } from '../../sending/delivery-listing.ts';
 import {
@@ -8,7 +9,6 @@ import {
   createDrop,
   DROP_FILTERS,
   deleteDrop,
-  findDrop,
   searchDrops,
   toApiVoicemailDrop,
   UpdateDropBody,

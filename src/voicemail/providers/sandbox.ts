@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
-import type { Clock } from '../../time.ts';
+import { type Clock, inRealTime } from '../../time.ts';
 import { recordOutcomes } from '../dispositions.ts';
 import type { VoicemailAdapter } from '../providers.ts';
 
@@ -47,7 +47,7 @@ export function sandboxAdapter(config: Config, boss: PgBoss, clock: Clock): Voic
       await writeFile(`${file}.tmp`, `${JSON.stringify(record, null, 2)}\n`);
       await rename(`${file}.tmp`, file);
       const job: SandboxJob = { deliveryId: drop.deliveryId, delivered, reason };
-      await boss.send(SANDBOX_QUEUE, job, { startAfter: new Date(Date.now() + config.sandboxDelayMs) });
+      await boss.send(SANDBOX_QUEUE, job, { startAfter: inRealTime(config.sandboxDelayMs) });
       return { ok: true, reference: `sandbox-${drop.deliveryId}` };
     },
   };

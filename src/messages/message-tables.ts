@@ -1,0 +1,285 @@
+import { type Insertable, type ShallowDehydrateObject, type SqlBool, sql } from 'kysely';
+import { jsonBuildObject } from 'kysely/helpers/postgres';
+import type { Db } from '../db/database.ts';
+import type { UserRef } from '../db/owned-rows.ts';
+import { precompiled } from '../db/precompiled.ts';
+import type {
+  MediaRow,
+  MessageStatusColumn,
+  TemplatedEmailRow,
+  TemplatedEmailsTable,
+  VoicemailDropRow,
+  VoicemailDropsTable,
+} from '../db/schema.ts';
+import { type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
+import { MESSAGE_KINDS, MESSAGE_TABLES, type MessageKind, type MessageRows } from './kinds.ts';
+import type { Counter, Reporting } from './reporting.ts';
+import { summedCounters } from './reporting.ts';
+
+/**
+ * Every statement on the two message tables, `voicemail_drops` and `templated_emails`: the reads
+ * (a message with its counters, its owner and, for a drop, its media item, in one query), the
+ * search, the inserts, the checked updates and soft deletes of the API's writes (message-writes.ts),
+ * the moves the sending engine makes on a message's own row (`Scheduled` → `Sending` when it is
+ * due, the note that its recipients are resolved, `Sent` or `Failed` at the end), and the counts
+ * `/metrics` shows. Each kind's module (`voicemail/drops.ts`, `email/templated-emails.ts`) holds
+ * its shape and rules and calls these.
+ */
+
+/** A message as read: its row, its counters summed over their shards, and its owner (for the access rule). */
+export interface MessageView<Row> {
+  row: Row;
+  reporting: Reporting;
+  owner: UserRef;
+}
+/** A voicemail drop as read, with the media item it plays. */
+export interface DropView extends MessageView<VoicemailDropRow> {
+  media: MediaRow;
+}
+export type EmailView = MessageView<TemplatedEmailRow>;
+
+// ── Reads ────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * The base query of every message read: the live row (alias `msg`) with, as JSON objects in the
+ * same row, its counters summed over their shards (a lateral sub-select: one index range per
+ * message) and its owner for the access rule. Reads by id and search pages both use it: one
+ * query each. Nested JSON costs no more than flat prefixed columns taken apart in JavaScript
+ * (docs/decisions.md, "Nested reads").
+ */
+function selectMessages<K extends MessageKind>(db: Db, kind: K) {
+  return db
+    .selectFrom(sql<MessageRows[K]>`${sql.table(MESSAGE_TABLES[kind])}`.as('msg'))
+    .innerJoin('users as u', 'u.id', 'msg.user_id')
+    .leftJoinLateral(summedCounters(kind, 'msg.id').as('r'), (join) => join.onTrue())
+    .selectAll('msg')
+    .select((eb) => [
+      sql<Record<Counter, number>>`to_json(r)`.as('reporting'),
+      jsonBuildObject({ team_id: eb.ref('u.team_id'), roles: eb.ref('u.roles') }).as('owner'),
+    ])
+    .where('msg.deleted_at', 'is', null)
+    .where('u.deleted_at', 'is', null);
+}
+
+/** Drops with their media item (every drop has one), in the same one query. */
+function selectDrops(db: Db) {
+  return selectMessages(db, 'voicemail_drop')
+    .innerJoin('media as m', 'm.id', 'msg.media_id')
+    .select(sql<ShallowDehydrateObject<MediaRow>>`to_json(m)`.as('media'));
+}
+
+type Joined<K extends MessageKind> = Awaited<ReturnType<ReturnType<typeof selectMessages<K>>['executeTakeFirstOrThrow']>>;
+type JoinedDrop = Awaited<ReturnType<ReturnType<typeof selectDrops>['executeTakeFirstOrThrow']>>;
+
+function toView<K extends MessageKind>({ reporting, owner, ...row }: Joined<K>): MessageView<MessageRows[K]> {
+  const message = row as unknown as MessageRows[K];
+  return { row: message, reporting: { date: null, ...reporting }, owner: { id: message.user_id, ...owner } };
+}
+
+function toDropView({ media, ...joined }: JoinedDrop): DropView {
+  const { created_at, updated_at, deleted_at } = media;
+  return {
+    ...toView<'voicemail_drop'>(joined),
+    // JSON has no timestamps: the media item's come as text.
+    media: {
+      ...media,
+      created_at: new Date(created_at),
+      updated_at: new Date(updated_at),
+      deleted_at: deleted_at === null ? null : new Date(deleted_at),
+    },
+  };
+}
+
+// The read of every GET, PUT and DELETE, and a search page's rows: compiled once, not per request.
+const dropById = precompiled<[number], JoinedDrop>(1, (db, id) => selectDrops(db).where('msg.id', '=', id));
+const dropsByIds = precompiled<[number[]], JoinedDrop>(1, (db, ids) => selectDrops(db).where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`));
+const emailById = precompiled<[number], Joined<'templated_email'>>(1, (db, id) =>
+  selectMessages(db, 'templated_email').where('msg.id', '=', id),
+);
+const emailsByIds = precompiled<[number[]], Joined<'templated_email'>>(1, (db, ids) =>
+  selectMessages(db, 'templated_email').where(sql<SqlBool>`msg.id = any(${ids}::bigint[])`),
+);
+
+/** A live drop with its media, counters and owner; undefined when there is none or it was deleted. */
+export async function findDrop(db: Db, id: number): Promise<DropView | undefined> {
+  const [joined] = await dropById(db, id);
+  return joined && toDropView(joined);
+}
+
+/** A live templated email with its counters and owner; undefined when there is none or it was deleted. */
+export async function findEmail(db: Db, id: number): Promise<EmailView | undefined> {
+  const [joined] = await emailById(db, id);
+  return joined && toView<'templated_email'>(joined);
+}
+
+/**
+ * One page of one owner's messages of one kind. The page's ids and the total come from the
+ * message table alone (the owner is known to be live, and every drop's media exists); the page's
+ * rows are read by id with the kind's joined read. Totals are reused while the owner's messages
+ * are unchanged (`totals`, see CountCache): the owner's change counter, kept by a trigger in
+ * `collection_versions` (migration 0009), is read in the same statement.
+ */
+async function pageOf(
+  db: Db,
+  kind: MessageKind,
+  ownerId: number,
+  params: SearchParams,
+  filters: Filters,
+  totals: CountCache,
+  rowsByIds: (ids: number[]) => Promise<object[]>,
+): Promise<SearchResult<object>> {
+  const table = MESSAGE_TABLES[kind];
+  const live = db
+    .selectFrom(sql`${sql.table(table)}`.as('msg'))
+    .selectAll()
+    .where(sql.ref('msg.deleted_at'), 'is', null);
+  const version = sql<string | null>`(SELECT sum(version) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`;
+  return runSearch<object>(live, filters, params, 'msg.id', {
+    counts: { db, cache: totals, key: `${table} ${ownerId}`, version },
+    rowsByIds,
+    owner: { column: 'msg.user_id', id: ownerId },
+  });
+}
+
+/** One page of an owner's drops, filtered by `filters` (the kind's). */
+export async function pageOfDrops(db: Db, ownerId: number, params: SearchParams, filters: Filters, totals: CountCache) {
+  const page = await pageOf(db, 'voicemail_drop', ownerId, params, filters, totals, (ids) => dropsByIds(db, ids));
+  return { ...page, rows: page.rows.map((joined) => toDropView(joined as JoinedDrop)) };
+}
+
+/** One page of an owner's templated emails, filtered by `filters` (the kind's). */
+export async function pageOfEmails(db: Db, ownerId: number, params: SearchParams, filters: Filters, totals: CountCache) {
+  const page = await pageOf(db, 'templated_email', ownerId, params, filters, totals, (ids) => emailsByIds(db, ids));
+  return { ...page, rows: page.rows.map((joined) => toView<'templated_email'>(joined as Joined<'templated_email'>)) };
+}
+
+/** Drops that will still play this media item (Scheduled or Sending), by id and name. */
+export async function dropsPlayingMedia(db: Db, mediaId: number): Promise<{ id: number; name: string }[]> {
+  const rows = await db
+    .selectFrom('voicemail_drops')
+    .select(['id', 'name'])
+    .where('media_id', '=', mediaId)
+    .where('status', 'in', ['Scheduled', 'Sending'])
+    .where('deleted_at', 'is', null)
+    .orderBy('id')
+    .limit(20)
+    .execute();
+  return rows.map((r) => ({ id: Number(r.id), name: r.name }));
+}
+
+/** Live messages of each kind by status, for `/metrics`. */
+export async function countMessagesByStatus(db: Db): Promise<{ kind: MessageKind; status: MessageStatusColumn; n: number }[]> {
+  const counts: { kind: MessageKind; status: MessageStatusColumn; n: number }[] = [];
+  for (const kind of MESSAGE_KINDS) {
+    const { rows } = await sql<{ status: MessageStatusColumn; n: string }>`
+      SELECT status, count(*) AS n FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE deleted_at IS NULL GROUP BY status`.execute(db);
+    for (const row of rows) counts.push({ kind, status: row.status, n: Number(row.n) });
+  }
+  return counts;
+}
+
+// ── The API's writes (message-writes.ts) ─────────────────────────────────────────────────────
+
+export function insertDrop(db: Db, values: Insertable<VoicemailDropsTable>): Promise<VoicemailDropRow> {
+  return db.insertInto('voicemail_drops').values(values).returningAll().executeTakeFirstOrThrow();
+}
+
+export function insertEmail(db: Db, values: Insertable<TemplatedEmailsTable>): Promise<TemplatedEmailRow> {
+  return db.insertInto('templated_emails').values(values).returningAll().executeTakeFirstOrThrow();
+}
+
+/** The columns of a message a write is checked against: it applies only while the message still has them. */
+export interface CheckedMessage {
+  id: number;
+  user_id: number;
+  status: MessageStatusColumn;
+  send_at: Date | null;
+}
+
+/** Writes `values` to a live message still in the status it was checked in; false when it moved on (or went). */
+export async function updateCheckedMessage(db: Db, kind: MessageKind, row: CheckedMessage, values: object, now: Date): Promise<boolean> {
+  const { numUpdatedRows } = await db
+    .updateTable(MESSAGE_TABLES[kind])
+    .set({ ...values, updated_at: now })
+    .where('id', '=', row.id)
+    .where('user_id', '=', row.user_id)
+    .where('status', '=', row.status)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return numUpdatedRows > 0n;
+}
+
+/** Soft-deletes a live message still in the status it was checked in; false when it moved on (or went). */
+export async function softDeleteMessage(db: Db, kind: MessageKind, row: CheckedMessage, now: Date): Promise<boolean> {
+  const { numUpdatedRows } = await db
+    .updateTable(MESSAGE_TABLES[kind])
+    .set({ deleted_at: now })
+    .where('id', '=', row.id)
+    .where('user_id', '=', row.user_id)
+    .where('status', '=', row.status)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return numUpdatedRows > 0n;
+}
+
+// ── The sending engine's moves ───────────────────────────────────────────────────────────────
+
+/**
+ * `Scheduled` → `Sending`, only if the message still has the send time its due job was made for
+ * (a job left behind by a reschedule, an unschedule or a delete changes nothing). The row as it
+ * now is, or undefined.
+ */
+export async function startSending<K extends MessageKind>(
+  db: Db,
+  kind: K,
+  id: number,
+  sendAt: Date,
+  now: Date,
+): Promise<MessageRows[K] | undefined> {
+  const { rows } = await sql<MessageRows[K]>`
+    UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET status = 'Sending', sending_at = ${now}, updated_at = ${now}
+    WHERE id = ${id} AND status = 'Scheduled' AND send_at = ${sendAt} AND deleted_at IS NULL
+    RETURNING *`.execute(db);
+  return rows[0];
+}
+
+/** The message's row, deleted or not (the engine decides what a deleted one means). */
+export async function loadMessage<K extends MessageKind>(db: Db, kind: K, id: number): Promise<MessageRows[K] | undefined> {
+  const { rows } = await sql<MessageRows[K]>`SELECT * FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE id = ${id}`.execute(db);
+  return rows[0];
+}
+
+/** The message's status now (undefined once it is gone): a running batch checks it for a cancel. */
+export async function messageStatus(db: Db, kind: MessageKind, id: number): Promise<string | undefined> {
+  const { rows } = await sql<{ status: string }>`SELECT status FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE id = ${id}`.execute(db);
+  return rows[0]?.status;
+}
+
+/** Notes that the message's recipients are resolved into deliveries. */
+export async function markResolved(db: Db, kind: MessageKind, id: number, now: Date): Promise<void> {
+  await sql`UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET resolved_at = ${now} WHERE id = ${id}`.execute(db);
+}
+
+/** `Sent`, or `Failed` with a reason; only a message still `Sending` changes (once). True when it did. */
+export async function finishSending(db: Db, kind: MessageKind, id: number, failure: string | null, now: Date): Promise<boolean> {
+  const status = failure ? 'Failed' : 'Sent';
+  const result = await sql`
+    UPDATE ${sql.table(MESSAGE_TABLES[kind])} SET status = ${status}, reason = ${failure}, sent_at = ${now}, updated_at = ${now}
+    WHERE id = ${id} AND status = 'Sending'`.execute(db);
+  return Number(result.numAffectedRows ?? 0) > 0;
+}
+
+/** Every live message that is sending, of either kind. */
+export async function sendingMessages(db: Db): Promise<{ kind: MessageKind; id: number }[]> {
+  const found: { kind: MessageKind; id: number }[] = [];
+  for (const kind of MESSAGE_KINDS) {
+    const rows = await db
+      .selectFrom(MESSAGE_TABLES[kind])
+      .select('id')
+      .where('status', '=', 'Sending')
+      .where('deleted_at', 'is', null)
+      .execute();
+    for (const { id } of rows) found.push({ kind, id });
+  }
+  return found;
+}
