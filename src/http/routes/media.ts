@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../../context.ts';
 import type { MediaRow } from '../../db/schema.ts';
-import { DomainError, notFound, validationError } from '../../errors.ts';
+import { validationError } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success, WritableBody } from '../../json-schema.ts';
 import { AUDIO_COLLECTION } from '../../media/detect.ts';
