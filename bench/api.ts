@@ -351,7 +351,14 @@ interface Owner {
 async function seedOwner(db: Db, label: string, drops: number): Promise<Owner> {
   const user = await db
     .insertInto('users')
-    .values({ first_name: 'Bench', last_name: label, email: `${label}@bench.example`, roles: sql`ARRAY['User']::text[]` as never })
+    .values({
+      first_name: 'Bench',
+      last_name: label,
+      email: `${label}@bench.example`,
+      roles: sql`ARRAY['User']::text[]` as never,
+      created_at: new Date(),
+      updated_at: new Date(),
+    })
     .returning('id')
     .executeTakeFirstOrThrow();
   const media = await db
@@ -366,6 +373,8 @@ async function seedOwner(db: Db, label: string, drops: number): Promise<Owner> {
       duration_seconds: 41.5,
       token: randomBytes(24).toString('base64url'),
       storage_key: `bench/${user.id}.mp3`,
+      created_at: new Date(),
+      updated_at: new Date(),
     })
     .returning('id')
     .executeTakeFirstOrThrow();

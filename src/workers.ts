@@ -48,7 +48,7 @@ export async function startWorkers(deps: {
   log: FastifyBaseLogger;
 }): Promise<Workers> {
   const transport = createMailTransport(deps.config);
-  const tokens = await loadTrackingTokens(deps.database.db);
+  const tokens = await loadTrackingTokens(deps.database.db, deps.clock);
   const voicemail = await startVoicemailSending(deps);
   const channels = { templated_email: emailChannel(deps.database.db, deps.config, transport, tokens), voicemail_drop: voicemail.channel };
   const engine = new SendingEngine({ ...deps, channels }, engineSettings(deps.config));

@@ -227,12 +227,12 @@ async function writingAddress<T>(db: Db, userId: number, email: string, write: (
  * statement (`INSERT … ON CONFLICT DO NOTHING`, which waits for a concurrent write of the address
  * to commit or roll back); only when it inserts nothing is the holder read, to name it in the 409.
  */
-export async function createContact(db: Db, userId: number, body: ContactInput) {
+export async function createContact(db: Db, userId: number, body: ContactInput, now: Date) {
   const { fields, tags = [] } = contactChanges(body);
   const insert = (trx: Db) =>
     trx
       .insertInto('contacts')
-      .values({ user_id: userId, ...fields })
+      .values({ user_id: userId, ...fields, created_at: now, updated_at: now })
       .onConflict((oc) => oc.expression(sql`user_id, lower(email)`).where(HOLDS_ADDRESS).doNothing())
       .returningAll()
       .executeTakeFirst();
@@ -242,7 +242,7 @@ export async function createContact(db: Db, userId: number, body: ContactInput) 
   if (tags.length === 0) return toApiContact(await created(db), []);
   return db.transaction().execute(async (trx) => {
     const row = await created(trx);
-    return toApiContact(row, await setContactTags(trx, userId, row.id, tags));
+    return toApiContact(row, await setContactTags(trx, userId, row.id, tags, now));
   });
 }
 
@@ -267,7 +267,7 @@ export async function updateContact(db: Db, contact: ContactRow, body: ContactIn
       const names =
         tags === undefined
           ? ((await tagNamesByContact(trx, row.user_id, [row.id])).get(row.id) ?? [])
-          : await setContactTags(trx, row.user_id, row.id, tags);
+          : await setContactTags(trx, row.user_id, row.id, tags, now);
       return toApiContact(row, names);
     });
   if (!fields.email) return update();

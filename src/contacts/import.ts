@@ -270,7 +270,7 @@ async function writeBatch(db: Db, userId: number, batch: Checked[], now: Date): 
     }
     const updates = batch.filter((row) => !created.has(row));
     await updateMatched(trx, userId, updates, ids, now);
-    await linkTags(trx, userId, batch, ids);
+    await linkTags(trx, userId, batch, ids, now);
     return { created: created.size, updated: updates.length };
   });
 }
@@ -356,11 +356,11 @@ async function updateMatched(trx: Db, userId: number, rows: Checked[], ids: Map<
 }
 
 /** Adds each row's tags (never removes one): the names made once, the links in one insert. */
-async function linkTags(trx: Db, userId: number, rows: Checked[], ids: Map<Checked, number>): Promise<void> {
+async function linkTags(trx: Db, userId: number, rows: Checked[], ids: Map<Checked, number>, now: Date): Promise<void> {
   const names = new Map<string, string>();
   for (const row of rows) for (const tag of row.tags) if (!names.has(tagKey(tag))) names.set(tagKey(tag), tag.trim());
   if (names.size === 0) return;
-  const tags = await ensureTags(trx, userId, [...names.values()]);
+  const tags = await ensureTags(trx, userId, [...names.values()], now);
   const tagIds = new Map(tags.map((tag) => [tagKey(tag.name), tag.id]));
   const links = new Map<string, { contact_id: number; tag_id: number }>();
   for (const row of rows) {

@@ -106,12 +106,12 @@ export async function searchTags(db: Db, userId: number, params: SearchParams) {
   return { ...result, rows: result.rows.map((row) => toApiTag(row, counts.get(row.id) ?? 0)) };
 }
 
-export async function createTag(db: Db, userId: number, name: string): Promise<TagRow> {
+export async function createTag(db: Db, userId: number, name: string, now: Date): Promise<TagRow> {
   return uniqueOn(
     'name',
     db
       .insertInto('tags')
-      .values({ user_id: userId, name: tagName(name) })
+      .values({ user_id: userId, name: tagName(name), created_at: now, updated_at: now })
       .returningAll()
       .executeTakeFirstOrThrow(),
   );
@@ -143,13 +143,13 @@ export async function deleteTag(db: Db, tag: TagRow): Promise<void> {
  * compared with SQL's lower() on both sides, the function the unique index uses, since
  * JavaScript's lower-casing differs from the database's for some letters.
  */
-export async function ensureTags(trx: Db, userId: number, names: readonly string[]): Promise<TagRow[]> {
+export async function ensureTags(trx: Db, userId: number, names: readonly string[], now: Date): Promise<TagRow[]> {
   if (names.length === 0) return [];
   // Inserting in one fixed order keeps two overlapping writers from deadlocking on each other.
   const ordered = [...names].sort();
   await trx
     .insertInto('tags')
-    .values(ordered.map((name) => ({ user_id: userId, name })))
+    .values(ordered.map((name) => ({ user_id: userId, name, created_at: now, updated_at: now })))
     .onConflict((oc) => oc.expression(sql`user_id, lower(name)`).doNothing())
     .execute();
   return trx
@@ -167,8 +167,8 @@ export async function ensureTags(trx: Db, userId: number, names: readonly string
 }
 
 /** Makes a contact carry exactly these tags (by name), creating unknown ones; returns their names. */
-export async function setContactTags(trx: Db, userId: number, contactId: number, names: readonly string[]): Promise<string[]> {
-  const tags = await ensureTags(trx, userId, names);
+export async function setContactTags(trx: Db, userId: number, contactId: number, names: readonly string[], now: Date): Promise<string[]> {
+  const tags = await ensureTags(trx, userId, names, now);
   const ids = tags.map((tag) => tag.id);
   let stale = trx.deleteFrom('contact_tags').where('user_id', '=', userId).where('contact_id', '=', contactId);
   if (ids.length > 0) stale = stale.where('tag_id', 'not in', ids);

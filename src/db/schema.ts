@@ -1,14 +1,20 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
-/** Timestamps are `timestamptz`: read as Date, written as Date or SQL `now()`. */
+/** Timestamps are `timestamptz`: read as Date, written as Date (from the clock, `ctx.clock()`). */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+/**
+ * A time every insert gives (from the clock): the columns whose `DEFAULT now()` (migrations 0001
+ * to 0015) serves only SQL written by hand, so that a test that moves the clock sees its time in
+ * every row written (docs/decisions.md, "One clock").
+ */
+type ClockTimestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
 export interface TeamsTable {
   id: Generated<number>;
   name: string;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
 }
 
 /** The roles of a user, in rising order of rights (identity/roles.ts lists them in that order). */
@@ -25,8 +31,8 @@ export interface UsersTable {
   status: Generated<'Active' | 'Cancelled'>;
   roles: RoleName[];
   cancelled_at: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
   /** scrypt hash (PHC string); null when no password was ever set. Never leaves the server. */
   password_hash: ColumnType<string | null, string | null | undefined, string | null>;
@@ -79,8 +85,8 @@ export interface MediaTable {
   token: string;
   /** Where the media store keeps the bytes. */
   storage_key: string;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
 }
 
@@ -101,8 +107,8 @@ export interface ContactsTable {
   phone: string | null;
   time_zone: string | null;
   status: Generated<ContactStatus>;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
   /**
    * Shared its live address with an older contact when migration 0021 made addresses unique: left
@@ -116,8 +122,8 @@ export interface TagsTable {
   id: Generated<number>;
   user_id: number;
   name: string;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
 }
 
 export interface ContactTagsTable {
@@ -132,8 +138,8 @@ export interface SignaturesTable {
   name: string;
   /** Sanitised email HTML (messaging/email-html.ts). */
   body: string;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
 }
 
@@ -149,8 +155,8 @@ export interface TemplatedMessagesTable {
   body: string;
   closing: string | null;
   ps_line: string | null;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
 }
 
@@ -180,8 +186,8 @@ export interface VoicemailDropsTable {
   sent_at: NullableTimestamp;
   recipients: Json<StoredRecipient[]>;
   resolved_at: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
 }
 
@@ -210,8 +216,8 @@ export interface TemplatedEmailsTable {
   exclusions: Json<StoredRecipient[]>;
   source: Generated<'API' | 'Web'>;
   resolved_at: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
 }
 
@@ -264,10 +270,10 @@ export interface DeliveriesTable {
   provider_message_id: string | null;
   attempts: Generated<number>;
   last_error: string | null;
-  next_attempt_at: Timestamp;
+  next_attempt_at: ClockTimestamp;
   lease_until: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
   sent_at: NullableTimestamp;
   delivered_at: NullableTimestamp;
 }
@@ -280,14 +286,14 @@ export interface DeliveryEventsTable {
   type: string;
   occurred_at: Timestamp;
   detail: string | null;
-  received_at: Timestamp;
+  received_at: ClockTimestamp;
 }
 
 /** Server-made secrets shared by every process on the database (db/secrets.ts). */
 export interface SecretsTable {
   name: string;
   value: Buffer;
-  created_at: Timestamp;
+  created_at: ClockTimestamp;
 }
 
 export interface Database {
@@ -339,21 +345,21 @@ export interface ProviderSubmissionsTable {
   proof_of_delivery_url: string | null;
   next_check_at: NullableTimestamp;
   checks: Generated<number>;
-  created_at: Generated<Date>;
+  created_at: ClockTimestamp;
 }
 
 export interface ProviderMediaTable {
   provider: string;
   media_id: number;
   remote_id: string;
-  created_at: Generated<Date>;
+  created_at: ClockTimestamp;
 }
 
 export interface ProviderEventsTable {
   provider: string;
   event_key: string;
   delivery_id: number | null;
-  received_at: Generated<Date>;
+  received_at: ClockTimestamp;
 }
 
 /** One message the inbound receiver accepted, once per Message-ID and recipient (migration 0010). */
@@ -418,8 +424,8 @@ export interface WebhookEndpointsTable {
   previous_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
   failing_since: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
 }
 
 export interface WebhookEventsTable {

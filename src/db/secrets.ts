@@ -7,10 +7,10 @@ import type { Db } from './database.ts';
  * process then reads the stored value. So API and worker processes sharing a database sign and
  * check with the same key, and it survives restarts.
  */
-export async function ensureSecret(db: Db, name: string, bytes = 32): Promise<Buffer> {
+export async function ensureSecret(db: Db, name: string, now: Date, bytes = 32): Promise<Buffer> {
   await db
     .insertInto('secrets')
-    .values({ name, value: randomBytes(bytes) })
+    .values({ name, value: randomBytes(bytes), created_at: now })
     .onConflict((conflict) => conflict.column('name').doNothing())
     .execute();
   const row = await db.selectFrom('secrets').select('value').where('name', '=', name).executeTakeFirstOrThrow();

@@ -78,9 +78,13 @@ export function searchSignatures(db: Db, userId: number, params: SearchParams) {
   return runSearch(query, SIGNATURE_FILTERS, params, 'id');
 }
 
-export async function createSignature(db: Db, userId: number, body: { name: string; body: string }): Promise<SignatureRow> {
+export async function createSignature(db: Db, userId: number, body: { name: string; body: string }, now: Date): Promise<SignatureRow> {
   const { name = '', body: html = '' } = signatureChanges(body);
-  return db.insertInto('signatures').values({ name, body: html, user_id: userId }).returningAll().executeTakeFirstOrThrow();
+  return db
+    .insertInto('signatures')
+    .values({ name, body: html, user_id: userId, created_at: now, updated_at: now })
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
 
 /** Undefined when the signature was deleted meanwhile. */

@@ -108,10 +108,16 @@ export function searchTemplatedMessages(db: Db, params: SearchParams) {
   return runSearch(query, TEMPLATED_MESSAGE_FILTERS, params, 'id');
 }
 
-export async function createTemplatedMessage(db: Db, body: Static<typeof CreateTemplatedMessageBody>): Promise<TemplatedMessageRow> {
+export async function createTemplatedMessage(
+  db: Db,
+  body: Static<typeof CreateTemplatedMessageBody>,
+  now: Date,
+): Promise<TemplatedMessageRow> {
   const values = {
     ...DEFAULT_GREETINGS,
     ...(templateChanges(body) as Required<Pick<TemplatedMessageChanges, 'name' | 'subject' | 'body'>>),
+    created_at: now,
+    updated_at: now,
   };
   return db.insertInto('templated_messages').values(values).returningAll().executeTakeFirstOrThrow();
 }

@@ -1,6 +1,7 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import type { Db } from '../db/database.ts';
 import { ensureSecret } from '../db/secrets.ts';
+import { type Clock, systemClock } from '../time.ts';
 
 /**
  * The signed tokens in an email's open pixel, click redirects and unsubscribe link. A token names
@@ -86,7 +87,7 @@ function payloadLength(purpose: TokenPurpose): number {
   return purpose === 'click' ? 12 : 10;
 }
 
-/** The database's tracking key (made on first use), ready to sign and check tokens. */
-export async function loadTrackingTokens(db: Db): Promise<TrackingTokens> {
-  return new TrackingTokens(await ensureSecret(db, TRACKING_KEY_SECRET));
+/** The database's tracking key (made on first use, at `clock`'s time), ready to sign and check tokens. */
+export async function loadTrackingTokens(db: Db, clock: Clock = systemClock): Promise<TrackingTokens> {
+  return new TrackingTokens(await ensureSecret(db, TRACKING_KEY_SECRET, clock()));
 }

@@ -18,9 +18,13 @@ export function toApiTeam(row: TeamRow) {
   return { id: row.id, name: row.name, created_at: formatTimestamp(row.created_at), updated_at: formatTimestamp(row.updated_at) };
 }
 
-export async function createTeam(db: Db, principal: Principal, name: string): Promise<TeamRow> {
+export async function createTeam(db: Db, principal: Principal, name: string, now: Date): Promise<TeamRow> {
   requireRank(principal, RANK.Administrator, 'create teams');
-  return db.insertInto('teams').values({ name }).returningAll().executeTakeFirstOrThrow();
+  return db.insertInto('teams').values({ name, created_at: now, updated_at: now }).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function teamExists(db: Db, id: number): Promise<boolean> {
+  return (await db.selectFrom('teams').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
 }
 
 /** The teams `principal` may see, filtered by `TEAM_FILTERS`. */

@@ -10,7 +10,9 @@ import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schem
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from './passwords.ts';
-import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
+import { RANK, ROLE_NAMES, type RoleName, rankOf } from './roles.ts';
+import { teamExists } from './teams.ts';
+import { endUserSessions } from './web-sessions.ts';
 
 /**
  * Users (DESIGN.md §5): their API shape and bodies, who may create and change whom, and their
@@ -132,8 +134,7 @@ async function checkReferences(db: Db, changes: References, exceptId?: number): 
     errors.time_zone = ['must be an IANA time zone such as America/New_York'];
   }
   if (changes.team_id) {
-    const team = await db.selectFrom('teams').select('id').where('id', '=', changes.team_id).executeTakeFirst();
-    if (!team) errors.team_id = ['does not name an existing team'];
+    if (!(await teamExists(db, changes.team_id))) errors.team_id = ['does not name an existing team'];
   }
   if (changes.email !== undefined && (await emailTaken(db, changes.email, exceptId))) {
     errors.email = ['is already taken'];
@@ -178,7 +179,7 @@ export async function insertUser(db: Db, user: NewUser): Promise<UserRow> {
 }
 
 /** A user made through the API: an Administrator makes anyone, a Team Administrator users of their own team. */
-export async function createUser(db: Db, principal: Principal, body: Static<typeof CreateUserBody>): Promise<UserRow> {
+export async function createUser(db: Db, principal: Principal, body: Static<typeof CreateUserBody>, now: Date): Promise<UserRow> {
   const roles = body.roles ?? ['User'];
   requireGrantable(principal, roles);
   const teamId = body.team_id === undefined ? (principal.rank < RANK.Administrator ? principal.teamId : null) : body.team_id;
@@ -198,6 +199,8 @@ export async function createUser(db: Db, principal: Principal, body: Static<type
     sender_email: body.sender_email ?? null,
     postal_address: body.postal_address?.trim() || null,
     password_hash: body.password === undefined ? null : await hashPassword(body.password),
+    created_at: now,
+    updated_at: now,
   });
 }
 
@@ -246,7 +249,7 @@ export async function changeUser(
       ? await keepingAnAdministrator(db, target, 'demoted', (trx) => updateUser(trx, target.id, changes, now))
       : await updateUser(db, target.id, changes, now);
   // A new password signs the user out of every browser, in case the old one was known to someone else.
-  if (body.password !== undefined) await db.deleteFrom('web_sessions').where('user_id', '=', target.id).execute();
+  if (body.password !== undefined) await endUserSessions(db, target.id);
   return updated;
 }
 
@@ -358,4 +361,39 @@ export async function findSenderFields(db: Db, userId: number): Promise<SenderFi
     .select(['first_name', 'last_name', 'email', 'sender_name', 'sender_email', 'postal_address'])
     .where('id', '=', userId)
     .executeTakeFirst();
+}
+
+/** Whether the database holds any user at all (deleted ones too): a first start finds none. */
+export async function anyUserExists(db: Db): Promise<boolean> {
+  return (await db.selectFrom('users').select('id').limit(1).executeTakeFirst()) !== undefined;
+}
+
+/** The oldest active Administrator, if any. */
+export async function firstActiveAdministrator(db: Db): Promise<{ id: number } | undefined> {
+  return db
+    .selectFrom('users')
+    .select('id')
+    .where(sql<boolean>`'Administrator' = ANY (roles)`)
+    .where('deleted_at', 'is', null)
+    .where('status', '=', 'Active')
+    .orderBy('id')
+    .executeTakeFirst();
+}
+
+/** Makes a user an active Administrator again, whatever happened to them (cancelled, deleted, demoted); nothing when they are one. */
+export async function reinstateAdministrator(db: Db, userId: number, now: Date): Promise<void> {
+  await db
+    .updateTable('users')
+    .set({
+      status: 'Active',
+      cancelled_at: null,
+      deleted_at: null,
+      roles: sql<RoleName[]>`CASE WHEN 'Administrator' = ANY (roles) THEN roles ELSE array_append(roles, 'Administrator') END`,
+      updated_at: now,
+    })
+    .where('id', '=', userId)
+    .where((eb) =>
+      eb.or([eb('status', '!=', 'Active'), eb('deleted_at', 'is not', null), sql<boolean>`NOT ('Administrator' = ANY (roles))`]),
+    )
+    .execute();
 }

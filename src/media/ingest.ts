@@ -6,6 +6,7 @@ import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Db } from '../db/database.ts';
 import type { MediaRow } from '../db/schema.ts';
+import type { Clock } from '../time.ts';
 import { audioDurationSeconds } from './audio-duration.ts';
 import { collectionRefusal, detectMediaType } from './detect.ts';
 import { mediaRejected } from './errors.ts';
@@ -20,6 +21,8 @@ import { type MediaStorage, removeStaleFiles } from './storage.ts';
  */
 export interface MediaIntake {
   readonly db: Db;
+  /** When a stored item is recorded as made. */
+  readonly clock: Clock;
   readonly storage: MediaStorage;
   readonly stagingDir: string;
   readonly maxBytes: number;
@@ -86,7 +89,10 @@ export async function store(intake: MediaIntake, staged: StagedFile, details: Me
     const storageKey = `${details.userId}/${token}`;
     await intake.storage.put(storageKey, createReadStream(staged.path));
     try {
+      const now = intake.clock();
       return await insertMedia(intake.db, {
+        created_at: now,
+        updated_at: now,
         user_id: details.userId,
         name: details.name ?? baseName(details.originalName),
         file_name: `${safeFileStem(details.originalName)}.${type.ext}`,

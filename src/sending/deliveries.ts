@@ -34,7 +34,13 @@ const ids = (entries: StoredRecipient[] | undefined, group: StoredRecipient['gro
  * by running it again (the unique key makes re-inserting a no-op). Returns the number of
  * deliveries the message has (skipped ones not counted).
  */
-export async function resolveDeliveries(db: Db, kind: MessageKind, message: ResolvableMessage, batchSize = 5000): Promise<number> {
+export async function resolveDeliveries(
+  db: Db,
+  kind: MessageKind,
+  message: ResolvableMessage,
+  now: Date,
+  batchSize = 5000,
+): Promise<number> {
   const address = kind === 'templated_email' ? sql.ref('c.email') : sql.ref('c.phone');
   const tags = ids(message.recipients, 'Tags');
   const contacts = ids(message.recipients, 'Contacts');
@@ -80,11 +86,12 @@ export async function resolveDeliveries(db: Db, kind: MessageKind, message: Reso
                ) AS reached_by
         FROM batch b
       ), inserted AS (
-        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, last_error)
+        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, last_error, next_attempt_at, created_at, updated_at)
         SELECT ${message.user_id}, ${kind}, ${message.id}, r.id, r.address,
                CASE WHEN r.reached_by IS NULL THEN 'queued' ELSE 'skipped' END,
                CASE WHEN r.reached_by IS NULL THEN NULL
-                    ELSE ${`skipped: same ${what} as contact `}::text || r.reached_by::text || ', who gets this message' END
+                    ELSE ${`skipped: same ${what} as contact `}::text || r.reached_by::text || ', who gets this message' END,
+               ${now}::timestamptz, ${now}::timestamptz, ${now}::timestamptz
         FROM ranked r
         ON CONFLICT (message_kind, message_id, contact_id) DO NOTHING
       )

@@ -231,8 +231,9 @@ export class SendingEngine {
 
   /** Resolves the message's recipients into deliveries (once; idempotent) and returns how many it has. */
   async #resolve(kind: MessageKind, message: MessageRows[MessageKind]): Promise<number> {
-    const deliveries = await resolveDeliveries(this.#db, kind, message);
-    await markResolved(this.#db, kind, message.id, this.#deps.clock());
+    const now = this.#deps.clock();
+    const deliveries = await resolveDeliveries(this.#db, kind, message, now);
+    await markResolved(this.#db, kind, message.id, now);
     return deliveries;
   }
 

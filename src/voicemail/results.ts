@@ -67,7 +67,7 @@ export async function recordDropCowboyEvent(deps: ResultDeps, event: DropCowboyW
   const stored = await deps.db.transaction().execute(async (trx) => {
     await lockNumber(trx, PROVIDER, to);
     // The event first: a replay stops here, before it could take another delivery of the number.
-    if (!(await claimEvent(trx, PROVIDER, key, null))) return 'duplicate' as const;
+    if (!(await claimEvent(trx, PROVIDER, key, null, now))) return 'duplicate' as const;
     const forget = async () => {
       await forgetEvent(trx, PROVIDER, key);
       return 'unknown' as const;

@@ -21,6 +21,7 @@ export type Submission = Omit<Selectable<ProviderSubmissionsTable>, 'created_at'
 export async function ensureSubmission(
   db: Db,
   delivery: { deliveryId: number; provider: VoicemailProvider; phone: string },
+  now: Date,
 ): Promise<Submission> {
   await db
     .insertInto('provider_submissions')
@@ -30,6 +31,7 @@ export async function ensureSubmission(
       phone: delivery.phone,
       idempotency_key: randomUUID(),
       callback_token: randomBytes(24).toString('base64url'),
+      created_at: now,
     })
     .onConflict((oc) => oc.column('delivery_id').doNothing())
     .execute();
@@ -268,10 +270,16 @@ export async function storeResult(
  * Claims a provider event by its key: true the first time, false when it was handled before (a
  * replay). The delivery it was matched to is kept with it.
  */
-export async function claimEvent(trx: Db, provider: VoicemailProvider, key: string, deliveryId: number | null): Promise<boolean> {
+export async function claimEvent(
+  trx: Db,
+  provider: VoicemailProvider,
+  key: string,
+  deliveryId: number | null,
+  now: Date,
+): Promise<boolean> {
   const inserted = await trx
     .insertInto('provider_events')
-    .values({ provider, event_key: key, delivery_id: deliveryId })
+    .values({ provider, event_key: key, delivery_id: deliveryId, received_at: now })
     .onConflict((oc) => oc.columns(['provider', 'event_key']).doNothing())
     .returning('event_key')
     .executeTakeFirst();
@@ -299,10 +307,10 @@ export async function remoteMediaId(db: Db, provider: VoicemailProvider, mediaId
   return row?.remote_id;
 }
 
-export async function saveRemoteMediaId(db: Db, provider: VoicemailProvider, mediaId: number, remoteId: string): Promise<void> {
+export async function saveRemoteMediaId(db: Db, provider: VoicemailProvider, mediaId: number, remoteId: string, now: Date): Promise<void> {
   await db
     .insertInto('provider_media')
-    .values({ provider, media_id: mediaId, remote_id: remoteId })
+    .values({ provider, media_id: mediaId, remote_id: remoteId, created_at: now })
     .onConflict((oc) => oc.columns(['provider', 'media_id']).doNothing())
     .execute();
 }

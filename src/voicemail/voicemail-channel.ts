@@ -48,10 +48,10 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     adapters.set('Sandbox', sandboxAdapter(config, deps.queue.boss, clock));
   }
   if (config.slybroadcast) {
-    const dispositionUrl = async () => `${config.publicUrl}/v3/webhooks/slybroadcast/${await slybroadcastCallbackToken(db)}`;
+    const dispositionUrl = async () => `${config.publicUrl}/v3/webhooks/slybroadcast/${await slybroadcastCallbackToken(db, clock)}`;
     adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
   }
-  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, log));
+  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, clock, log));
   const stopProviderWork = config.slybroadcast || config.dropCowboy ? await startProviderWork({ ...deps, db }) : undefined;
   if ((config.slybroadcast || config.dropCowboy) && !publiclyReachable(config.publicUrl)) {
     log.warn(
@@ -101,7 +101,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
   async function awaitDisposition(deliveryId: number, phone: string, sessionId: string | undefined): Promise<void> {
     if (!sessionId) return;
     try {
-      await ensureSubmission(db, { deliveryId, provider: 'Slybroadcast', phone });
+      await ensureSubmission(db, { deliveryId, provider: 'Slybroadcast', phone }, clock());
       await noteAccepted(db, deliveryId, sessionId, new Date(clock().getTime() + config.slybroadcastResultTimeoutMs));
       await sendProviderJob(deps.queue.boss, PROVIDER_QUEUES.check, { deliveryId }, inRealTime(config.slybroadcastResultTimeoutMs));
     } catch (error) {

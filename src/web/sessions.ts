@@ -2,6 +2,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
+import {
+  deleteSession,
+  deleteStaleSessions,
+  findSessionByTokenHash,
+  insertSession,
+  type SessionUser,
+  touchSession,
+} from '../identity/web-sessions.ts';
 import { sessionCsrfToken } from './csrf.ts';
 
 /**
@@ -16,11 +24,6 @@ export const IDLE_TIMEOUT_MS = 60 * 60_000;
 export const ABSOLUTE_LIFETIME_MS = 12 * 60 * 60_000;
 /** `last_seen_at` is written at most once a minute, so page views stay read-only on the hot path. */
 const TOUCH_GRANULARITY_MS = 60_000;
-
-export type SessionUser = Pick<
-  UserRow,
-  'id' | 'first_name' | 'last_name' | 'email' | 'roles' | 'team_id' | 'time_zone' | 'status' | 'cancelled_at'
->;
 
 export interface WebSession {
   readonly id: number;
@@ -40,16 +43,10 @@ export function graceEndsAt(user: Pick<UserRow, 'status' | 'cancelled_at'>, conf
 /** Starts a session and returns the token for the cookie: the only moment it exists in clear. */
 export async function startSession(db: Db, userId: number, now: Date): Promise<{ token: string; expiresAt: Date }> {
   // Sessions nobody came back to are removed here rather than by a job; the indexes keep it cheap.
-  await db
-    .deleteFrom('web_sessions')
-    .where((eb) => eb.or([eb('expires_at', '<=', now), eb('last_seen_at', '<=', new Date(now.getTime() - IDLE_TIMEOUT_MS))]))
-    .execute();
+  await deleteStaleSessions(db, now, new Date(now.getTime() - IDLE_TIMEOUT_MS));
   const token = randomBytes(32).toString('base64url');
   const expiresAt = new Date(now.getTime() + ABSOLUTE_LIFETIME_MS);
-  await db
-    .insertInto('web_sessions')
-    .values({ user_id: userId, token_hash: hashToken(token), created_at: now, last_seen_at: now, expires_at: expiresAt })
-    .execute();
+  await insertSession(db, userId, hashToken(token), now, expiresAt);
   return { token, expiresAt };
 }
 
@@ -59,28 +56,19 @@ export async function startSession(db: Db, userId: number, now: Date): Promise<{
  */
 export async function findSession(db: Db, config: Config, token: string | undefined, now: Date): Promise<WebSession | null> {
   if (!token || token.length > 100) return null;
-  const row = await db
-    .selectFrom('web_sessions')
-    .innerJoin('users', 'users.id', 'web_sessions.user_id')
-    .select(['web_sessions.id as session_id', 'web_sessions.last_seen_at', 'web_sessions.expires_at', 'users.deleted_at'])
-    .select(['users.id', 'users.first_name', 'users.last_name', 'users.email', 'users.roles', 'users.team_id'])
-    .select(['users.time_zone', 'users.status', 'users.cancelled_at'])
-    .where('web_sessions.token_hash', '=', hashToken(token))
-    .executeTakeFirst();
-  if (!row) return null;
-  const { session_id, last_seen_at, expires_at, deleted_at, ...user } = row;
-  const idle = now.getTime() - last_seen_at.getTime();
+  const session = await findSessionByTokenHash(db, hashToken(token));
+  if (!session) return null;
+  const { id, user } = session;
+  const idle = now.getTime() - session.lastSeenAt.getTime();
   const graceEnd = graceEndsAt(user, config);
-  if (deleted_at || now >= expires_at || idle >= IDLE_TIMEOUT_MS || (graceEnd && now >= graceEnd)) {
-    await endSession(db, session_id);
+  if (session.userDeletedAt || now >= session.expiresAt || idle >= IDLE_TIMEOUT_MS || (graceEnd && now >= graceEnd)) {
+    await endSession(db, id);
     return null;
   }
-  if (idle >= TOUCH_GRANULARITY_MS) {
-    await db.updateTable('web_sessions').set({ last_seen_at: now }).where('id', '=', session_id).execute();
-  }
-  return { id: session_id, user, csrfToken: sessionCsrfToken(token) };
+  if (idle >= TOUCH_GRANULARITY_MS) await touchSession(db, id, now);
+  return { id, user, csrfToken: sessionCsrfToken(token) };
 }
 
 export async function endSession(db: Db, id: number): Promise<void> {
-  await db.deleteFrom('web_sessions').where('id', '=', id).execute();
+  await deleteSession(db, id);
 }

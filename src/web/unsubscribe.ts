@@ -66,7 +66,7 @@ const TokenParams = Type.Object({ token: Type.String() });
  *   POST /unsubscribe/:token RFC 8058 one-click unsubscribe (and the page's button)
  */
 export async function unsubscribePages(app: App, { database: { db }, clock }: AppContext): Promise<void> {
-  const tokens = await loadTrackingTokens(db);
+  const tokens = await loadTrackingTokens(db, clock);
   const tags = ['Tracking'];
   // RFC 8058 clients post `List-Unsubscribe=One-Click` as a urlencoded or multipart form; the
   // signed URL alone decides, so the body is accepted and not needed.

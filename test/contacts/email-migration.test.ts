@@ -140,13 +140,13 @@ describe('migration 0021 on contacts that already share addresses', () => {
 
   test('later writes: the oldest holds the address, the next oldest takes it over, no new pair is ever made', async () => {
     const [dup1, dup2, dup3] = [await idOf('Dup 1'), await idOf('Dup 2'), await idOf('Dup 3')];
-    await assertRefused(async () => createContact(db, userId, { email: 'dUP@example.test' }), dup1);
-    await assertRefused(async () => createContact(db, userId, { email: 'dup@example.test', tags: ['Old'] }), dup1);
+    await assertRefused(async () => createContact(db, userId, { email: 'dUP@example.test' }, now), dup1);
+    await assertRefused(async () => createContact(db, userId, { email: 'dup@example.test', tags: ['Old'] }, now), dup1);
     await assertRefused(async () => updateContact(db, await contact('Alone'), { email: 'DUP@example.test' }, now), dup1);
-    await assertRefused(async () => createContact(db, userId, { email: 'twice@EXAMPLE.test' }), await idOf('Twice'));
+    await assertRefused(async () => createContact(db, userId, { email: 'twice@EXAMPLE.test' }, now), await idOf('Twice'));
     // Another owner's contact with the address is theirs, and two contacts may share a phone number.
-    await assertRefused(async () => createContact(db, otherUserId, { email: 'DUP@example.test' }), await idOf('Theirs'));
-    await createContact(db, userId, { first_name: 'Phone 3', phone: '727-232-9117' });
+    await assertRefused(async () => createContact(db, otherUserId, { email: 'DUP@example.test' }, now), await idOf('Theirs'));
+    await createContact(db, userId, { first_name: 'Phone 3', phone: '727-232-9117' }, now);
 
     // A marked contact may keep its address in any case, and change anything else.
     const recased = await updateContact(db, await contact('Dup 2'), { email: 'DUP@example.test', last_name: 'Two' }, now);
@@ -156,7 +156,7 @@ describe('migration 0021 on contacts that already share addresses', () => {
     // The holder leaves: the oldest marked contact with the address holds it.
     await deleteContact(db, await contact('Dup 1'), now);
     assert.deepEqual(await marked(), ['Dup 3', 'Hooked 2']);
-    await assertRefused(async () => createContact(db, userId, { email: 'dup@example.test' }), dup2);
+    await assertRefused(async () => createContact(db, userId, { email: 'dup@example.test' }, now), dup2);
 
     // A marked contact that takes another address meets the index like any other contact.
     await assertRefused(async () => updateContact(db, await contact('Dup 3'), { email: 'alone@example.test' }, now), await idOf('Alone'));
@@ -177,7 +177,7 @@ describe('migration 0021 on contacts that already share addresses', () => {
     await updateContact(db, await contact('Hooked 1'), { email: 'elsewhere@example.test' }, now);
     assert.deepEqual(await marked(), []);
     assert.deepEqual(await shared(), []);
-    await assertRefused(async () => createContact(db, endpointUserId, { email: 'hooked@example.test' }), await idOf('Hooked 2'));
+    await assertRefused(async () => createContact(db, endpointUserId, { email: 'hooked@example.test' }, now), await idOf('Hooked 2'));
     // Only the change a client made was announced: not the hand-over.
     const events = await sql<{ resource_id: number; type: string }>`
       SELECT resource_id, type FROM webhook_events ORDER BY id`.execute(db);
@@ -188,7 +188,7 @@ describe('migration 0021 on contacts that already share addresses', () => {
 
     // With every holder gone, the address is free again.
     await deleteContact(db, await contact('Dup 2 imported'), now);
-    const fresh = await createContact(db, userId, { email: 'dup@example.test' });
+    const fresh = await createContact(db, userId, { email: 'dup@example.test' }, now);
     assert.notEqual(fresh.id, dup3);
     assert.deepEqual(await shared(), []);
   });

@@ -67,7 +67,7 @@ describe('tracking tokens', () => {
     let database = await openDatabase(config);
     try {
       // Concurrent first asks (several processes starting at once) all end with the one stored key.
-      const keys = await Promise.all(Array.from({ length: 6 }, () => ensureSecret(database.db, TRACKING_KEY_SECRET)));
+      const keys = await Promise.all(Array.from({ length: 6 }, () => ensureSecret(database.db, TRACKING_KEY_SECRET, new Date())));
       assert.equal(keys[0]?.length, 32);
       for (const key of keys) assert.deepEqual(key, keys[0]);
       const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM secrets`.execute(database.db);
@@ -76,9 +76,9 @@ describe('tracking tokens', () => {
 
       await database.close();
       database = await openDatabase(config);
-      assert.deepEqual(await ensureSecret(database.db, TRACKING_KEY_SECRET), keys[0]);
+      assert.deepEqual(await ensureSecret(database.db, TRACKING_KEY_SECRET, new Date()), keys[0]);
       assert.deepEqual((await loadTrackingTokens(database.db)).verify('unsubscribe', token), { deliveryId: 99, link: 0 });
-      assert.notDeepEqual(await ensureSecret(database.db, 'another'), keys[0], 'each name has its own secret');
+      assert.notDeepEqual(await ensureSecret(database.db, 'another', new Date()), keys[0], 'each name has its own secret');
     } finally {
       if (config.databaseUrl) await sql`DROP SCHEMA ${sql.id(config.databaseSchema)} CASCADE`.execute(database.db);
       await database.close();

@@ -120,7 +120,7 @@ describe('one delivery per address', () => {
           .execute()
       ).map((d) => [Number(d.contact_id), d.state, d.last_error]);
     // Two contacts a statement: each duplicate meets its first contact in another batch or in its own.
-    assert.equal(await resolveDeliveries(t.database.db, 'templated_email', message, 2), 2);
+    assert.equal(await resolveDeliveries(t.database.db, 'templated_email', message, new Date(), 2), 2);
     const expected = [
       [ids[0], 'queued', null],
       [ids[1], 'skipped', `skipped: same email address as contact ${ids[0]}, who gets this message`],
@@ -129,7 +129,7 @@ describe('one delivery per address', () => {
       [ids[4], 'skipped', `skipped: same email address as contact ${ids[0]}, who gets this message`],
     ];
     assert.deepEqual(await states(), expected);
-    assert.equal(await resolveDeliveries(t.database.db, 'templated_email', message, 2), 2);
+    assert.equal(await resolveDeliveries(t.database.db, 'templated_email', message, new Date(), 2), 2);
     assert.deepEqual(await states(), expected);
   });
 

@@ -83,7 +83,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   if (!config.databaseUrl) await seedPgliteDataDir(dataDir);
   const database = await openDatabase(config);
   const queue = await openJobQueue(database, config);
-  const bootstrap = await bootstrapAdministrator(database.db, config);
+  const bootstrap = await bootstrapAdministrator(database.db, config, options.clock ?? systemClock);
   if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;

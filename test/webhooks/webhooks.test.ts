@@ -234,7 +234,10 @@ describe('webhooks to a real HTTPS receiver', () => {
     const db = s.t.database.db;
     await assert.rejects(
       db.transaction().execute(async (trx) => {
-        await trx.insertInto('contacts').values({ user_id: s.owner, email: 'ghost@example.com' }).execute();
+        await trx
+          .insertInto('contacts')
+          .values({ user_id: s.owner, email: 'ghost@example.com', created_at: new Date(), updated_at: new Date() })
+          .execute();
         throw new Error('rolled back');
       }),
     );

@@ -52,7 +52,7 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
       },
     },
     async (request, reply) => {
-      const contact = await createContact(db, request.owner.id, request.body);
+      const contact = await createContact(db, request.owner.id, request.body, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/contacts/${contact.id}`).send(contact);
     },
   );

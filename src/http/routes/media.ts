@@ -88,7 +88,7 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
   const reachableMedia = async (principal: Principal, id: number) => requireReachable(principal, await findMedia(db, id), 'Media', id).row;
   const errors = problems(...AUTHENTICATED_ERRORS);
   const storage = await openMediaStorage(config);
-  const intake: MediaIntake = { db, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
+  const intake: MediaIntake = { db, clock, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
   await prepareStaging(intake.stagingDir);
   // One file and a few short fields. A second file part is let through so that it can be named in
   // the error; the size limit sits one byte above ours so that our own counter, which knows which

@@ -52,7 +52,7 @@ export const signatureRoutes: RoutePlugin = async (app, { database: { db }, conf
       },
     },
     async (request, reply) => {
-      const row = await createSignature(db, request.owner.id, request.body);
+      const row = await createSignature(db, request.owner.id, request.body, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/signatures/${row.id}`).send(toApiSignature(row));
     },
   );

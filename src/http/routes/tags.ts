@@ -46,7 +46,7 @@ export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, cl
       schema: { tags, summary: 'Create a tag', params: UserIdParams, body: CreateTagBody, response: { 201: Tag, ...errors } },
     },
     async (request, reply) => {
-      const row = await createTag(db, request.owner.id, request.body.name);
+      const row = await createTag(db, request.owner.id, request.body.name, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/tags/${row.id}`).send(toApiTag(row, 0));
     },
   );

@@ -4,7 +4,7 @@ import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 
 /** Teams: Administrators create and see all; everyone else sees their own team. */
-export const teamRoutes: RoutePlugin = async (app, { database: { db }, config }) => {
+export const teamRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['Teams'];
   const errors = problems(...AUTHENTICATED_ERRORS);
 
@@ -12,7 +12,7 @@ export const teamRoutes: RoutePlugin = async (app, { database: { db }, config })
     '/teams',
     { schema: { tags, summary: 'Create a team (Administrator)', body: TeamBody, response: { 201: Team, ...errors } } },
     async (request, reply) => {
-      const row = await createTeam(db, request.principal, request.body.name);
+      const row = await createTeam(db, request.principal, request.body.name, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/teams/${row.id}`).send(toApiTeam(row));
     },
   );

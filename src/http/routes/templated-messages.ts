@@ -50,7 +50,7 @@ export const templatedMessageRoutes: RoutePlugin = async (app, { database: { db 
     },
     async (request, reply) => {
       requireRank(request.principal, RANK.Administrator, action);
-      const row = await createTemplatedMessage(db, request.body);
+      const row = await createTemplatedMessage(db, request.body, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/templated_messages/${row.id}`).send(toApiTemplatedMessage(row));
     },
   );

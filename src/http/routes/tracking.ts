@@ -19,7 +19,7 @@ const TokenParams = Type.Object({ token: Type.String() });
  *   GET  /t/c/:token         click — 302 to the message's own link; anything else 404
  */
 export async function trackingRoutes(app: App, { database: { db }, clock }: AppContext): Promise<void> {
-  const tokens = await loadTrackingTokens(db);
+  const tokens = await loadTrackingTokens(db, clock);
   const tags = ['Tracking'];
 
   app.get(

@@ -42,7 +42,7 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
       },
     },
     async (request, reply) => {
-      const row = await createUser(db, request.principal, request.body);
+      const row = await createUser(db, request.principal, request.body, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/users/${row.id}`).send(toApiUser(row));
     },
   );

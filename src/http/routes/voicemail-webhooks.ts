@@ -45,7 +45,7 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
       },
     },
     async (request, reply) => {
-      const expected = await slybroadcastCallbackToken(db);
+      const expected = await slybroadcastCallbackToken(db, ctx.clock);
       if (!sameSecret(request.params.token, expected)) {
         request.log.warn('Slybroadcast disposition refused: wrong token');
         throw new HttpError('invalid_signature', 'This disposition URL is not one this server gave Slybroadcast.');

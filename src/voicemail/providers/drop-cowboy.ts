@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { DropCowboyConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
+import type { Clock } from '../../time.ts';
 import { type DropSubmission, describeFetchError, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
 import { ensureSubmission, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
 
@@ -23,7 +24,13 @@ const SUBMIT_TIMEOUT_MS = 30_000;
 const IMPORT_TIMEOUT_MS = 120_000;
 const EXTENSIONS: Record<string, string> = { wav: '.wav', mp3: '.mp3' };
 
-export function dropCowboyAdapter(config: DropCowboyConfig, publicUrl: string, db: Db, log: FastifyBaseLogger): VoicemailAdapter {
+export function dropCowboyAdapter(
+  config: DropCowboyConfig,
+  publicUrl: string,
+  db: Db,
+  clock: Clock,
+  log: FastifyBaseLogger,
+): VoicemailAdapter {
   const headers = {
     'content-type': 'application/json',
     accept: 'application/json',
@@ -65,7 +72,7 @@ export function dropCowboyAdapter(config: DropCowboyConfig, publicUrl: string, d
             `Drop Cowboy did not import the audio into its media library (HTTP ${reply.status}${problemText(reply.json)})`,
           );
         }
-        await saveRemoteMediaId(db, 'Drop Cowboy', drop.mediaId, mediaId);
+        await saveRemoteMediaId(db, 'Drop Cowboy', drop.mediaId, mediaId, clock());
         log.info({ mediaId: drop.mediaId, remoteMediaId: mediaId }, 'audio uploaded to the Drop Cowboy media library');
         return mediaId;
       })();
@@ -101,7 +108,7 @@ export function dropCowboyAdapter(config: DropCowboyConfig, publicUrl: string, d
     provider: 'Drop Cowboy',
     async submit(drop): Promise<SubmitResult> {
       const to = `+1${drop.phone}`;
-      const submission = await ensureSubmission(db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to });
+      const submission = await ensureSubmission(db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to }, clock());
       let audio: { media_id: string } | { audio_url: string };
       let sender: { phone_line_id: string } | { caller_id: string };
       try {

@@ -1,6 +1,7 @@
 import type { SlybroadcastConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
 import { ensureSecret } from '../../db/secrets.ts';
+import type { Clock } from '../../time.ts';
 import { zonedInstant } from '../calling-hours.ts';
 import type { ProviderOutcome } from '../dispositions.ts';
 import { describeFetchError, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
@@ -18,10 +19,10 @@ const SUBMIT_TIMEOUT_MS = 30_000;
  * a random token kept in the database (the same for every process, and across restarts).
  */
 const tokens = new WeakMap<Db, Promise<string>>();
-export function slybroadcastCallbackToken(db: Db): Promise<string> {
+export function slybroadcastCallbackToken(db: Db, clock: Clock): Promise<string> {
   let token = tokens.get(db);
   if (!token) {
-    token = ensureSecret(db, 'slybroadcast-callback-token', 24).then((secret) => secret.toString('base64url'));
+    token = ensureSecret(db, 'slybroadcast-callback-token', clock(), 24).then((secret) => secret.toString('base64url'));
     token.catch(() => tokens.delete(db));
     tokens.set(db, token);
   }
