@@ -13,7 +13,7 @@ const RANDOM_LENGTH = 40;
 const CHECKSUM_LENGTH = 6;
 const KEY_PATTERN = /^hop_([0-9A-Za-z]{40})([0-9A-Za-z]{6})$/;
 /** How much of a key is kept in clear to tell keys apart in listings: `hop_` and 6 characters. */
-export const DISPLAY_PREFIX_LENGTH = PREFIX.length + 6;
+const DISPLAY_PREFIX_LENGTH = PREFIX.length + 6;
 
 function base62(n: number, width: number): string {
   let out = '';

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseApiKey } from './api-key-format.ts';
 
-export const ROLES = ['all', 'api', 'worker'] as const;
-export type ProcessRole = (typeof ROLES)[number];
+const ROLES = ['all', 'api', 'worker'] as const;
+type ProcessRole = (typeof ROLES)[number];
 
 export interface Config {
   readonly port: number;
@@ -157,296 +157,316 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /**
  * Reads the environment once. Every problem is collected so the operator fixes them in one go;
- * each message names the variable and the form it accepts.
+ * each message names the variable and the form it accepts. Each section of the configuration is
+ * read by a function of its own, below.
  */
 export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
-  const text = (name: string): string | undefined => {
-    const value = env[name];
+  const read = new EnvReader(env);
+  const server = serverSettings(read);
+  const config = {
+    ...server,
+    ...databaseSettings(read, server.role),
+    ...mailSettings(read, server.host),
+    ...sendingSettings(read),
+    ...mediaSettings(read, server.dataDir),
+    ...voicemailSettings(read),
+    webhooks: webhookSettings(read),
+    ...limitSettings(read),
+  };
+  if (read.problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${read.problems.join('\n  - ')}`);
+  return Object.freeze(config);
+}
+
+/** The environment's variables as typed values, each problem noted (`problems`) with a usable stand-in returned. */
+class EnvReader {
+  readonly problems: string[] = [];
+  readonly #env: Env;
+
+  constructor(env: Env) {
+    this.#env = env;
+  }
+
+  /** A variable's trimmed text; undefined when unset or blank. */
+  text(name: string): string | undefined {
+    const value = this.#env[name];
     return value === undefined || value.trim() === '' ? undefined : value.trim();
-  };
-
-  const port = integer('PORT', text('PORT') ?? '8443', 0, 65_535);
-  const host = text('HOST') ?? '127.0.0.1';
-  const dataDir = resolve(text('DATA_DIR') ?? './data');
-
-  const databaseUrl = text('DATABASE_URL');
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
-  }
-  const databaseSchema = text('DATABASE_SCHEMA') ?? 'public';
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema)) {
-    problems.push('DATABASE_SCHEMA must be a lower-case SQL identifier (letters, digits, _)');
   }
 
-  const databaseTimeoutMs = duration('DATABASE_TIMEOUT', text('DATABASE_TIMEOUT') ?? '1s');
-  const shutdownTimeoutMs = duration('SHUTDOWN_TIMEOUT', text('SHUTDOWN_TIMEOUT') ?? '10s');
-
-  const trustProxy = boolean('TRUST_PROXY', text('TRUST_PROXY') ?? 'false');
-  const publicUrl = (text('PUBLIC_URL') ?? `https://localhost:${port}`).replace(/\/+$/, '');
-  if (!isHttpUrl(publicUrl)) problems.push('PUBLIC_URL must be an absolute http(s) URL such as https://hopper.example.com');
-
-  const tlsCertFile = text('TLS_CERT_FILE');
-  const tlsKeyFile = text('TLS_KEY_FILE');
-  if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile)) {
-    problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be set together (PEM files)');
+  problem(message: string): void {
+    this.problems.push(message);
   }
 
-  const bootstrapAdminKey = text('BOOTSTRAP_ADMIN_KEY');
-  if (bootstrapAdminKey && !parseApiKey(bootstrapAdminKey)) {
-    problems.push('BOOTSTRAP_ADMIN_KEY must be a Hopper API key: hop_ + 40 base62 characters + 6-character checksum');
-  }
-
-  const graceText = text('GRACE_PERIOD') ?? '14d';
-  const gracePeriodMs = parseDuration(graceText);
-  if (gracePeriodMs === undefined) problems.push(`GRACE_PERIOD must look like 30s, 15m, 2h or 14d (got "${graceText}")`);
-
-  const smtpUrl = text('SMTP_URL');
-  if (smtpUrl && !/^smtps?:\/\//.test(smtpUrl)) problems.push('SMTP_URL must be an smtp:// or smtps:// URL');
-  const mailFrom = text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>';
-  const smtpMaxConnections = integer('SMTP_MAX_CONNECTIONS', text('SMTP_MAX_CONNECTIONS') ?? '5', 1, 100);
-  const smtpRateLimit = integer('SMTP_RATE_LIMIT', text('SMTP_RATE_LIMIT') ?? '0', 0, 100_000);
-  const sendRetryBaseMs = duration('SEND_RETRY_BASE', text('SEND_RETRY_BASE') ?? '30s');
-  const sendLeaseMs = duration('SEND_LEASE', text('SEND_LEASE') ?? '10s');
-  const sendBatchSize = integer('SEND_BATCH_SIZE', text('SEND_BATCH_SIZE') ?? '100', 1, 1000);
-
-  const roleText = text('ROLE') ?? 'all';
-  const role = ROLES.find((r) => r === roleText);
-  if (!role) problems.push(`ROLE must be one of ${ROLES.join(', ')} (got "${roleText}")`);
-  else if (role !== 'all' && !databaseUrl) {
-    problems.push(`ROLE=${role} needs DATABASE_URL: the embedded PGlite database allows one process only`);
-  }
-
-  const logLevel = text('LOG_LEVEL') ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    problems.push('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent');
-  }
-
-  const mediaDir = resolve(text('MEDIA_DIR') ?? join(dataDir, 'media'));
-  const mediaMaxBytes = integer('MEDIA_MAX_BYTES', text('MEDIA_MAX_BYTES') ?? String(20 * 1024 * 1024), 1, 4 * 1024 ** 3);
-  const fetchTimeoutText = text('MEDIA_FETCH_TIMEOUT') ?? '30s';
-  const mediaFetchTimeoutMs = parseDuration(fetchTimeoutText);
-  if (mediaFetchTimeoutMs === undefined || mediaFetchTimeoutMs === 0) {
-    problems.push(`MEDIA_FETCH_TIMEOUT must look like 30s or 2m (got "${fetchTimeoutText}")`);
-  }
-  const mediaFetchAllowPrivate = boolean('MEDIA_FETCH_ALLOW_PRIVATE', text('MEDIA_FETCH_ALLOW_PRIVATE') ?? 'false');
-
-  const sendgridKeyText = text('SENDGRID_WEBHOOK_PUBLIC_KEY');
-  const sendgridWebhookKey = sendgridKeyText === undefined ? undefined : parseEcP256PublicKey(sendgridKeyText);
-  if (sendgridKeyText !== undefined && !sendgridWebhookKey) {
-    problems.push(
-      'SENDGRID_WEBHOOK_PUBLIC_KEY must be the ECDSA P-256 verification key SendGrid shows for the signed Event Webhook (base64, or PEM)',
-    );
-  }
-
-  const sandboxVoicemail = boolean('SANDBOX_VOICEMAIL', text('SANDBOX_VOICEMAIL') ?? 'true');
-  const sandboxDelayMs = duration('SANDBOX_DELAY', text('SANDBOX_DELAY') ?? '2s');
-  const slybroadcast = provider(
-    'Slybroadcast',
-    { uid: 'SLYBROADCAST_UID', password: 'SLYBROADCAST_PASSWORD' },
-    'SLYBROADCAST_URL',
-    'https://www.mobile-sphere.com/gateway/vmb.php',
-  );
-  const slybroadcastResultTimeoutMs = duration('SLYBROADCAST_RESULT_TIMEOUT', text('SLYBROADCAST_RESULT_TIMEOUT') ?? '2h');
-  const dropCowboyCredentials = provider(
-    'Drop Cowboy',
-    { key: 'DROPCOWBOY_KEY', secret: 'DROPCOWBOY_SECRET' },
-    'DROPCOWBOY_URL',
-    'https://api-v2.dropcowboy.com',
-  );
-  if (text('DROPCOWBOY_WEBHOOK_SECRET') !== undefined) {
-    problems.push(
-      'DROPCOWBOY_WEBHOOK_SECRET is now DROPCOWBOY_WEBHOOK_SECRETS: the signing secrets of your Drop Cowboy webhooks, comma separated',
-    );
-  }
-  if (/\/rvm\/*$/.test(text('DROPCOWBOY_URL') ?? '')) {
-    problems.push('DROPCOWBOY_URL is the API base URL (such as https://api-v2.dropcowboy.com), without /rvm');
-  }
-  const dropCowboy: DropCowboyConfig | undefined = dropCowboyCredentials && {
-    ...dropCowboyCredentials,
-    url: dropCowboyCredentials.url.replace(/\/+$/, ''),
-    webhookSecrets: Object.freeze(
-      (text('DROPCOWBOY_WEBHOOK_SECRETS') ?? '')
-        .split(',')
-        .map((secret) => secret.trim())
-        .filter((secret) => secret !== ''),
-    ),
-    phoneLineId: text('DROPCOWBOY_PHONE_LINE_ID'),
-    byoc: boolean('DROPCOWBOY_BYOC', text('DROPCOWBOY_BYOC') ?? 'false'),
-    audioUrl: boolean('DROPCOWBOY_AUDIO_URL', text('DROPCOWBOY_AUDIO_URL') ?? 'false'),
-  };
-
-  const senderDomains = (text('SENDER_DOMAINS') ?? '')
-    .split(',')
-    .map((d) => d.trim().toLowerCase())
-    .filter(Boolean);
-  for (const domain of senderDomains) if (!isDomain(domain)) problems.push(`SENDER_DOMAINS must list domain names (got "${domain}")`);
-  const mailPostalAddress = text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n');
-  const dkim = dkimSettings();
-  const inboundDomain = text('INBOUND_DOMAIN')?.toLowerCase();
-  if (inboundDomain && !isDomain(inboundDomain)) problems.push(`INBOUND_DOMAIN must be a domain name (got "${inboundDomain}")`);
-  const inbound = inboundDomain
-    ? Object.freeze({
-        domain: inboundDomain,
-        host: text('INBOUND_SMTP_HOST') ?? host,
-        port: integer('INBOUND_SMTP_PORT', text('INBOUND_SMTP_PORT') ?? '2525', 0, 65_535),
-        maxBytes: integer('INBOUND_MAX_BYTES', text('INBOUND_MAX_BYTES') ?? String(10 * 1024 * 1024), 1024, 1024 ** 3),
-      })
-    : undefined;
-  const postmarkUser = text('POSTMARK_WEBHOOK_USER');
-  const postmarkPassword = text('POSTMARK_WEBHOOK_PASSWORD');
-  if (Boolean(postmarkUser) !== Boolean(postmarkPassword))
-    problems.push('POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD must be set together');
-  const postmarkWebhook = postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined;
-  const trackOpens = boolean('TRACK_OPENS', text('TRACK_OPENS') ?? 'true');
-  const sesTopicArns = (text('SES_TOPIC_ARNS') ?? '')
-    .split(',')
-    .map((a) => a.trim())
-    .filter(Boolean);
-
-  const webhooks: WebhookConfig = Object.freeze({
-    allowHttp: boolean('WEBHOOK_ALLOW_HTTP', text('WEBHOOK_ALLOW_HTTP') ?? 'false'),
-    allowPrivate: boolean('WEBHOOK_ALLOW_PRIVATE', text('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
-    timeoutMs: duration('WEBHOOK_TIMEOUT', text('WEBHOOK_TIMEOUT') ?? '10s'),
-    maxInFlight: integer('WEBHOOK_MAX_IN_FLIGHT', text('WEBHOOK_MAX_IN_FLIGHT') ?? '16', 1, 1000),
-    retryBaseMs: duration('WEBHOOK_RETRY_BASE', text('WEBHOOK_RETRY_BASE') ?? '10s'),
-    retryForMs: duration('WEBHOOK_RETRY_FOR', text('WEBHOOK_RETRY_FOR') ?? '3d'),
-    pollMs: duration('WEBHOOK_POLL_INTERVAL', text('WEBHOOK_POLL_INTERVAL') ?? '1s'),
-    retentionMs: duration('WEBHOOK_RETENTION', text('WEBHOOK_RETENTION') ?? '30d'),
-    caFile: text('WEBHOOK_CA_FILE'),
-  });
-  const rateLimit = integer('RATE_LIMIT', text('RATE_LIMIT') ?? '600', 1, 10_000_000);
-  const rateLimitPerUser = integer(
-    'RATE_LIMIT_PER_USER',
-    text('RATE_LIMIT_PER_USER') ?? String(Math.min(2 * rateLimit, 10_000_000)),
-    0,
-    10_000_000,
-  );
-  const apiKeysPerUser = integer('API_KEYS_PER_USER', text('API_KEYS_PER_USER') ?? '20', 1, 10_000);
-  const redisUrl = text('REDIS_URL');
-  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) problems.push('REDIS_URL must be a redis:// or rediss:// URL');
-  const metricsToken = text('METRICS_TOKEN');
-  if (metricsToken !== undefined && metricsToken.length < 16) problems.push('METRICS_TOKEN must be at least 16 characters');
-
-  if (problems.length > 0) {
-    throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
-  }
-
-  return Object.freeze({
-    port,
-    host,
-    dataDir,
-    databaseUrl,
-    databaseSchema,
-    databaseTimeoutMs,
-    shutdownTimeoutMs,
-    publicUrl,
-    tlsCertFile,
-    tlsKeyFile,
-    trustProxy,
-    bootstrapAdminKey,
-    gracePeriodMs: gracePeriodMs as number,
-    smtpUrl,
-    mailFrom,
-    smtpMaxConnections,
-    smtpRateLimit,
-    sendRetryBaseMs,
-    sendLeaseMs,
-    sendBatchSize,
-    role: role as ProcessRole,
-    logLevel,
-    mediaDir,
-    mediaMaxBytes,
-    mediaFetchTimeoutMs: mediaFetchTimeoutMs as number,
-    mediaFetchAllowPrivate,
-    sendgridWebhookKey,
-    sandboxVoicemail,
-    sandboxDelayMs,
-    slybroadcast,
-    slybroadcastResultTimeoutMs,
-    dropCowboy: dropCowboy && Object.freeze(dropCowboy),
-    senderDomains: Object.freeze(senderDomains),
-    mailPostalAddress,
-    dkim,
-    inbound,
-    postmarkWebhook,
-    trackOpens,
-    sesTopicArns: Object.freeze(sesTopicArns),
-    webhooks,
-    rateLimit,
-    rateLimitPerUser,
-    apiKeysPerUser,
-    redisUrl,
-    metricsToken,
-  });
-
-  /** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE together, the key read and checked now. */
-  function dkimSettings(): DkimConfig | undefined {
-    const domain = text('DKIM_DOMAIN')?.toLowerCase();
-    const selector = text('DKIM_SELECTOR');
-    const file = text('DKIM_PRIVATE_KEY_FILE');
-    if (!domain && !selector && !file) return undefined;
-    if (!domain || !selector || !file) {
-      problems.push('DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE must be set together');
-      return undefined;
-    }
-    if (!isDomain(domain)) problems.push(`DKIM_DOMAIN must be a domain name (got "${domain}")`);
-    if (!/^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$/.test(selector)) problems.push(`DKIM_SELECTOR must be a DNS label (got "${selector}")`);
-    let privateKey: string;
-    try {
-      privateKey = readFileSync(file, 'utf8');
-    } catch (error) {
-      problems.push(`DKIM_PRIVATE_KEY_FILE cannot be read (${(error as Error).message})`);
-      return undefined;
-    }
-    try {
-      const key = createPrivateKey(privateKey);
-      const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-      if (!(key.asymmetricKeyType === 'ed25519' || (key.asymmetricKeyType === 'rsa' && bits >= 2048))) {
-        problems.push(`DKIM_PRIVATE_KEY_FILE must hold an RSA key of 2048 bits or more, or an Ed25519 key (${file})`);
-      }
-    } catch {
-      problems.push(`DKIM_PRIVATE_KEY_FILE is not a PEM private key (${file})`);
-      return undefined;
-    }
-    return Object.freeze({ domain, selector, privateKey });
-  }
-
-  function integer(name: string, value: string, min: number, max: number): number {
+  integer(name: string, fallback: number, min: number, max: number): number {
+    const value = this.text(name) ?? String(fallback);
     const n = Number(value);
-    if (!/^\d+$/.test(value) || n < min || n > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max} (got "${value}")`);
-    }
+    if (!/^\d+$/.test(value) || n < min || n > max) this.problem(`${name} must be an integer from ${min} to ${max} (got "${value}")`);
     return n;
   }
 
-  function duration(name: string, value: string): number {
+  duration(name: string, fallback: string): number {
+    const value = this.text(name) ?? fallback;
     const ms = parseDuration(value);
-    if (ms === undefined || ms === 0) problems.push(`${name} must look like 500ms, 30s, 15m or 2h (got "${value}")`);
+    if (ms === undefined || ms === 0) this.problem(`${name} must look like 500ms, 30s, 15m or 2h (got "${value}")`);
     return ms ?? 0;
   }
 
+  boolean(name: string, fallback: boolean): boolean {
+    const value = this.text(name) ?? String(fallback);
+    if (/^(true|1|yes)$/i.test(value)) return true;
+    if (/^(false|0|no)$/i.test(value)) return false;
+    this.problem(`${name} must be true or false (got "${value}")`);
+    return false;
+  }
+
+  /** A comma list, its items trimmed, blank ones dropped. */
+  list(name: string): string[] {
+    return (this.text(name) ?? '')
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean);
+  }
+
+  /** A URL of one of `schemes` (`postgres` accepts postgresql:// too), or undefined when unset. */
+  url(name: string, schemes: string, form: string): string | undefined {
+    const value = this.text(name);
+    if (value && !new RegExp(`^(${schemes}):\\/\\/`).test(value)) this.problem(`${name} must be ${form}`);
+    return value;
+  }
+
   /** A provider's settings: all of its credentials, or none (not configured); the URL has a default. */
-  function provider<K extends string>(label: string, names: Record<K, string>, urlName: string, defaultUrl: string) {
-    const entries = Object.entries<string>(names).map(([field, name]) => [field, name, text(name)] as const);
+  provider<K extends string>(label: string, names: Record<K, string>, urlName: string, defaultUrl: string) {
+    const entries = Object.entries<string>(names).map(([field, name]) => [field, name, this.text(name)] as const);
     const missing = entries.filter(([, , value]) => value === undefined).map(([, name]) => name);
-    const url = text(urlName) ?? defaultUrl;
-    if (!isHttpUrl(url)) problems.push(`${urlName} must be an absolute http(s) URL (got "${url}")`);
+    const url = this.text(urlName) ?? defaultUrl;
+    if (!isHttpUrl(url)) this.problem(`${urlName} must be an absolute http(s) URL (got "${url}")`);
     if (missing.length === entries.length) return undefined;
     if (missing.length > 0) {
-      problems.push(`${label} needs ${entries.map(([, name]) => name).join(', ')} together; missing: ${missing.join(', ')}`);
+      this.problem(`${label} needs ${entries.map(([, name]) => name).join(', ')} together; missing: ${missing.join(', ')}`);
       return undefined;
     }
     const values = Object.fromEntries(entries.map(([field, , value]) => [field, value])) as Record<K, string>;
     return Object.freeze({ ...values, url });
   }
+}
 
-  function boolean(name: string, value: string): boolean {
-    if (/^(true|1|yes)$/i.test(value)) return true;
-    if (/^(false|0|no)$/i.test(value)) return false;
-    problems.push(`${name} must be true or false (got "${value}")`);
-    return false;
+/** The process: where it listens and keeps its data, its role, TLS, the first Administrator, logging. */
+function serverSettings(read: EnvReader) {
+  const port = read.integer('PORT', 8443, 0, 65_535);
+  const publicUrl = (read.text('PUBLIC_URL') ?? `https://localhost:${port}`).replace(/\/+$/, '');
+  if (!isHttpUrl(publicUrl)) read.problem('PUBLIC_URL must be an absolute http(s) URL such as https://hopper.example.com');
+  const tlsCertFile = read.text('TLS_CERT_FILE');
+  const tlsKeyFile = read.text('TLS_KEY_FILE');
+  if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile)) read.problem('TLS_CERT_FILE and TLS_KEY_FILE must be set together (PEM files)');
+  const bootstrapAdminKey = read.text('BOOTSTRAP_ADMIN_KEY');
+  if (bootstrapAdminKey && !parseApiKey(bootstrapAdminKey)) {
+    read.problem('BOOTSTRAP_ADMIN_KEY must be a Hopper API key: hop_ + 40 base62 characters + 6-character checksum');
   }
+  const graceText = read.text('GRACE_PERIOD') ?? '14d';
+  const gracePeriodMs = parseDuration(graceText);
+  if (gracePeriodMs === undefined) read.problem(`GRACE_PERIOD must look like 30s, 15m, 2h or 14d (got "${graceText}")`);
+  const roleText = read.text('ROLE') ?? 'all';
+  const role = ROLES.find((r) => r === roleText);
+  if (!role) read.problem(`ROLE must be one of ${ROLES.join(', ')} (got "${roleText}")`);
+  const logLevel = read.text('LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) read.problem(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  return {
+    port,
+    host: read.text('HOST') ?? '127.0.0.1',
+    dataDir: resolve(read.text('DATA_DIR') ?? './data'),
+    shutdownTimeoutMs: read.duration('SHUTDOWN_TIMEOUT', '10s'),
+    publicUrl,
+    tlsCertFile,
+    tlsKeyFile,
+    trustProxy: read.boolean('TRUST_PROXY', false),
+    bootstrapAdminKey,
+    gracePeriodMs: gracePeriodMs ?? 0,
+    role: role ?? 'all',
+    logLevel,
+  };
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** PostgreSQL instead of the embedded PGlite, its schema and its time limits. */
+function databaseSettings(read: EnvReader, role: ProcessRole) {
+  const databaseUrl = read.url('DATABASE_URL', 'postgres|postgresql', 'a postgres:// or postgresql:// URL');
+  const databaseSchema = read.text('DATABASE_SCHEMA') ?? 'public';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema))
+    read.problem('DATABASE_SCHEMA must be a lower-case SQL identifier (letters, digits, _)');
+  if (role !== 'all' && !databaseUrl) read.problem(`ROLE=${role} needs DATABASE_URL: the embedded PGlite database allows one process only`);
+  return { databaseUrl, databaseSchema, databaseTimeoutMs: read.duration('DATABASE_TIMEOUT', '1s') };
+}
+
+/** Email out (SMTP, sender identity, DKIM, tracking), the relays' event webhooks, and the inbound receiver. */
+function mailSettings(read: EnvReader, host: string) {
+  const senderDomains = read.list('SENDER_DOMAINS').map((domain) => domain.toLowerCase());
+  for (const domain of senderDomains) if (!isDomain(domain)) read.problem(`SENDER_DOMAINS must list domain names (got "${domain}")`);
+  const sendgridKeyText = read.text('SENDGRID_WEBHOOK_PUBLIC_KEY');
+  const sendgridWebhookKey = sendgridKeyText === undefined ? undefined : parseEcP256PublicKey(sendgridKeyText);
+  if (sendgridKeyText !== undefined && !sendgridWebhookKey) {
+    read.problem(
+      'SENDGRID_WEBHOOK_PUBLIC_KEY must be the ECDSA P-256 verification key SendGrid shows for the signed Event Webhook (base64, or PEM)',
+    );
+  }
+  const postmarkUser = read.text('POSTMARK_WEBHOOK_USER');
+  const postmarkPassword = read.text('POSTMARK_WEBHOOK_PASSWORD');
+  if (Boolean(postmarkUser) !== Boolean(postmarkPassword))
+    read.problem('POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD must be set together');
+  return {
+    smtpUrl: read.url('SMTP_URL', 'smtps?', 'an smtp:// or smtps:// URL'),
+    mailFrom: read.text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>',
+    smtpMaxConnections: read.integer('SMTP_MAX_CONNECTIONS', 5, 1, 100),
+    smtpRateLimit: read.integer('SMTP_RATE_LIMIT', 0, 0, 100_000),
+    senderDomains: Object.freeze(senderDomains),
+    mailPostalAddress: read.text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n'),
+    dkim: dkimSettings(read),
+    trackOpens: read.boolean('TRACK_OPENS', true),
+    sendgridWebhookKey,
+    postmarkWebhook: postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined,
+    sesTopicArns: Object.freeze(read.list('SES_TOPIC_ARNS')),
+    inbound: inboundSettings(read, host),
+  };
+}
+
+/** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE together, the key read and checked now. */
+function dkimSettings(read: EnvReader): DkimConfig | undefined {
+  const domain = read.text('DKIM_DOMAIN')?.toLowerCase();
+  const selector = read.text('DKIM_SELECTOR');
+  const file = read.text('DKIM_PRIVATE_KEY_FILE');
+  if (!domain && !selector && !file) return undefined;
+  if (!domain || !selector || !file) {
+    read.problem('DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE must be set together');
+    return undefined;
+  }
+  if (!isDomain(domain)) read.problem(`DKIM_DOMAIN must be a domain name (got "${domain}")`);
+  if (!/^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$/.test(selector)) read.problem(`DKIM_SELECTOR must be a DNS label (got "${selector}")`);
+  let privateKey: string;
+  try {
+    privateKey = readFileSync(file, 'utf8');
+  } catch (error) {
+    read.problem(`DKIM_PRIVATE_KEY_FILE cannot be read (${(error as Error).message})`);
+    return undefined;
+  }
+  try {
+    const key = createPrivateKey(privateKey);
+    const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+    if (!(key.asymmetricKeyType === 'ed25519' || (key.asymmetricKeyType === 'rsa' && bits >= 2048))) {
+      read.problem(`DKIM_PRIVATE_KEY_FILE must hold an RSA key of 2048 bits or more, or an Ed25519 key (${file})`);
+    }
+  } catch {
+    read.problem(`DKIM_PRIVATE_KEY_FILE is not a PEM private key (${file})`);
+    return undefined;
+  }
+  return Object.freeze({ domain, selector, privateKey });
+}
+
+/** The inbound mail receiver, on when INBOUND_DOMAIN is set. */
+function inboundSettings(read: EnvReader, host: string): InboundConfig | undefined {
+  const domain = read.text('INBOUND_DOMAIN')?.toLowerCase();
+  if (!domain) return undefined;
+  if (!isDomain(domain)) read.problem(`INBOUND_DOMAIN must be a domain name (got "${domain}")`);
+  return Object.freeze({
+    domain,
+    host: read.text('INBOUND_SMTP_HOST') ?? host,
+    port: read.integer('INBOUND_SMTP_PORT', 2525, 0, 65_535),
+    maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
+  });
+}
+
+/** The sending engine: retries, leases, batches. */
+function sendingSettings(read: EnvReader) {
+  return {
+    sendRetryBaseMs: read.duration('SEND_RETRY_BASE', '30s'),
+    sendLeaseMs: read.duration('SEND_LEASE', '10s'),
+    sendBatchSize: read.integer('SEND_BATCH_SIZE', 100, 1, 1000),
+  };
+}
+
+/** Where media files live, how large they may be, and how a media URL is fetched. */
+function mediaSettings(read: EnvReader, dataDir: string) {
+  const fetchTimeoutText = read.text('MEDIA_FETCH_TIMEOUT') ?? '30s';
+  const mediaFetchTimeoutMs = parseDuration(fetchTimeoutText);
+  if (mediaFetchTimeoutMs === undefined || mediaFetchTimeoutMs === 0) {
+    read.problem(`MEDIA_FETCH_TIMEOUT must look like 30s or 2m (got "${fetchTimeoutText}")`);
+  }
+  return {
+    mediaDir: resolve(read.text('MEDIA_DIR') ?? join(dataDir, 'media')),
+    mediaMaxBytes: read.integer('MEDIA_MAX_BYTES', 20 * 1024 * 1024, 1, 4 * 1024 ** 3),
+    mediaFetchTimeoutMs: mediaFetchTimeoutMs ?? 0,
+    mediaFetchAllowPrivate: read.boolean('MEDIA_FETCH_ALLOW_PRIVATE', false),
+  };
+}
+
+/** The voicemail providers: the Sandbox, Slybroadcast and Drop Cowboy. */
+function voicemailSettings(read: EnvReader) {
+  const slybroadcast = read.provider(
+    'Slybroadcast',
+    { uid: 'SLYBROADCAST_UID', password: 'SLYBROADCAST_PASSWORD' },
+    'SLYBROADCAST_URL',
+    'https://www.mobile-sphere.com/gateway/vmb.php',
+  );
+  return {
+    sandboxVoicemail: read.boolean('SANDBOX_VOICEMAIL', true),
+    sandboxDelayMs: read.duration('SANDBOX_DELAY', '2s'),
+    slybroadcast,
+    slybroadcastResultTimeoutMs: read.duration('SLYBROADCAST_RESULT_TIMEOUT', '2h'),
+    dropCowboy: dropCowboySettings(read),
+  };
+}
+
+function dropCowboySettings(read: EnvReader): DropCowboyConfig | undefined {
+  const credentials = read.provider(
+    'Drop Cowboy',
+    { key: 'DROPCOWBOY_KEY', secret: 'DROPCOWBOY_SECRET' },
+    'DROPCOWBOY_URL',
+    'https://api-v2.dropcowboy.com',
+  );
+  if (read.text('DROPCOWBOY_WEBHOOK_SECRET') !== undefined) {
+    read.problem(
+      'DROPCOWBOY_WEBHOOK_SECRET is now DROPCOWBOY_WEBHOOK_SECRETS: the signing secrets of your Drop Cowboy webhooks, comma separated',
+    );
+  }
+  if (/\/rvm\/*$/.test(read.text('DROPCOWBOY_URL') ?? '')) {
+    read.problem('DROPCOWBOY_URL is the API base URL (such as https://api-v2.dropcowboy.com), without /rvm');
+  }
+  if (!credentials) return undefined;
+  return Object.freeze({
+    ...credentials,
+    url: credentials.url.replace(/\/+$/, ''),
+    webhookSecrets: Object.freeze(read.list('DROPCOWBOY_WEBHOOK_SECRETS')),
+    phoneLineId: read.text('DROPCOWBOY_PHONE_LINE_ID'),
+    byoc: read.boolean('DROPCOWBOY_BYOC', false),
+    audioUrl: read.boolean('DROPCOWBOY_AUDIO_URL', false),
+  });
+}
+
+/** Outbound webhooks (docs/webhooks.md). */
+function webhookSettings(read: EnvReader): WebhookConfig {
+  return Object.freeze({
+    allowHttp: read.boolean('WEBHOOK_ALLOW_HTTP', false),
+    allowPrivate: read.boolean('WEBHOOK_ALLOW_PRIVATE', false),
+    timeoutMs: read.duration('WEBHOOK_TIMEOUT', '10s'),
+    maxInFlight: read.integer('WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
+    retryBaseMs: read.duration('WEBHOOK_RETRY_BASE', '10s'),
+    retryForMs: read.duration('WEBHOOK_RETRY_FOR', '3d'),
+    pollMs: read.duration('WEBHOOK_POLL_INTERVAL', '1s'),
+    retentionMs: read.duration('WEBHOOK_RETENTION', '30d'),
+    caFile: read.text('WEBHOOK_CA_FILE'),
+  });
+}
+
+/** Rate limits (in PostgreSQL, or Redis), how many keys a user may hold, and /metrics. */
+function limitSettings(read: EnvReader) {
+  const metricsToken = read.text('METRICS_TOKEN');
+  if (metricsToken !== undefined && metricsToken.length < 16) read.problem('METRICS_TOKEN must be at least 16 characters');
+  const rateLimit = read.integer('RATE_LIMIT', 600, 1, 10_000_000);
+  return {
+    rateLimit,
+    rateLimitPerUser: read.integer('RATE_LIMIT_PER_USER', Math.min(2 * rateLimit, 10_000_000), 0, 10_000_000),
+    apiKeysPerUser: read.integer('API_KEYS_PER_USER', 20, 1, 10_000),
+    redisUrl: read.url('REDIS_URL', 'rediss?', 'a redis:// or rediss:// URL'),
+    metricsToken,
+  };
 }
 
 /**
@@ -454,7 +474,7 @@ export function loadConfig(env: Env = process.env): Config {
  * wrapped over several lines) or as PEM (whose line breaks may arrive as literal `\n` from an
  * env file). Undefined when it is neither, or a key of another kind or curve.
  */
-export function parseEcP256PublicKey(text: string): KeyObject | undefined {
+function parseEcP256PublicKey(text: string): KeyObject | undefined {
   try {
     const pem = text.replace(/\\n/g, '\n');
     const key = pem.includes('-----BEGIN')

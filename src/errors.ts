@@ -3,7 +3,7 @@
  * of refusal. `http/problems.ts` is the one place that turns them into problem details (status,
  * title, type URL); workers and pages read the same codes.
  */
-export const DOMAIN_ERROR_CODES = [
+const DOMAIN_ERROR_CODES = [
   /** Fields of the request break a rule; `errors` names each field and what is wrong with it. */
   'validation',
   /** The request as a whole cannot be understood (a malformed form, a body of the wrong shape). */

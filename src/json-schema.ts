@@ -7,7 +7,7 @@ import { type Static, type TSchema, Type } from 'typebox';
  */
 
 /** Largest id the API accepts: ids are JSON numbers, so they stay within 2^53. */
-export const MAX_ID = Number.MAX_SAFE_INTEGER;
+const MAX_ID = Number.MAX_SAFE_INTEGER;
 
 export const Id = Type.Integer({ minimum: 1, maximum: MAX_ID });
 

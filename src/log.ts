@@ -17,7 +17,7 @@ const SECRET_PARAM = /token|key|secret|password|signature|auth/i;
  * A request URL as it may be logged: capability tokens in the path, secret-looking query values,
  * and any API key (in a parameter's name or value) replaced by `[redacted]`.
  */
-export function redactUrl(url: string): string {
+function redactUrl(url: string): string {
   const q = url.indexOf('?');
   const path = (q < 0 ? url : url.slice(0, q)).replace(TOKEN_IN_PATH, '$1[redacted]');
   if (q < 0) return path.replace(API_KEY_IN_TEXT, 'hop_[redacted]');

@@ -23,7 +23,7 @@ export const TLS_SERVER_OPTIONS = {
   honorCipherOrder: true,
 } as const;
 
-export interface TlsMaterial {
+interface TlsMaterial {
   key: string;
   cert: string;
   /** Where the certificate lives, for the curl line printed at first start. */

@@ -4,7 +4,7 @@ import { generateApiKey } from '../src/api-key-format.ts';
 import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
 
 describe('configuration', () => {
-  test('defaults follow DESIGN.md §3 and the result is frozen', () => {
+  test("defaults follow the README's configuration table and the result is frozen", () => {
     const config = loadConfig({});
     assert.equal(config.port, 8443);
     assert.equal(config.host, '127.0.0.1');

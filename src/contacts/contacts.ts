@@ -11,7 +11,7 @@ import { formatTimestamp, isTimeZone } from '../time.ts';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from './phone.ts';
 import { setContactTags, tagKey, tagNamesByContact } from './tags.ts';
 
-export const CONTACT_STATUSES = [
+const CONTACT_STATUSES = [
   'Subscribed',
   'Unsubscribed',
   'Inactive - Hard Bounce',
@@ -187,7 +187,7 @@ const CONTACT_EMAIL_KEY = 'contacts_owner_email_key';
  * import updates the contact it finds; creating one, or giving another contact its address, is
  * refused naming it.
  */
-export async function findContactByEmail(db: Db, userId: number, email: string): Promise<ContactRow | undefined> {
+async function findContactByEmail(db: Db, userId: number, email: string): Promise<ContactRow | undefined> {
   return db
     .selectFrom('contacts')
     .selectAll()

@@ -24,7 +24,7 @@ import { ensureTags, linkContactTags, tagKey } from './tags.ts';
  * table, so a crash never leaves half a row and a rerun of the same file creates nothing new.
  */
 
-export const MAX_IMPORT_ROWS = 50_000;
+const MAX_IMPORT_ROWS = 50_000;
 export const MAX_IMPORT_BYTES = 20 * 1024 * 1024;
 const BATCH = 1000;
 const FIRST_ANALYZE = 5000;
@@ -50,13 +50,13 @@ export const ImportResult = Type.Object(
 export type ImportResult = { created: number; updated: number; refused: { line: number; errors: FieldErrors }[] };
 
 /** One row as read from the file: its line and the body it stands for. */
-export interface ImportRow {
+interface ImportRow {
   line: number;
   body: Record<string, unknown>;
 }
 
 /** Checks a row's body against the contact body schema; the HTTP layer words the errors. */
-export type RowCheck = (body: Record<string, unknown>) => FieldErrors | undefined;
+type RowCheck = (body: Record<string, unknown>) => FieldErrors | undefined;
 
 /** Reads CSV: a header row of known field names (any case), `tags` separated by `;` or `,`. */
 export function readCsv(text: string): ImportRow[] {
@@ -151,13 +151,11 @@ export async function importContacts(
     result.created += created;
     result.updated += updated;
     // A large import changes the table faster than autovacuum re-reads it: fresh statistics keep
-    // the matching statements on their indexes for the batches that follow (measured: without
-    // them, a 50,000-row import into an empty table stalls past DATABASE_TIMEOUT, 503, on
-    // PostgreSQL). Each time the rows created double (5,000, 10,000, 20,000, …), so the
-    // statistics stay within a factor of two for a handful of ANALYZEs, each reading a sample of
-    // the table (0.3–0.7 s at 100,000 contacts): every 5,000 rows cost 20 of them per 100,000.
-    // An import sent in chunks (the CLI sends 1,000 rows a request) never reaches 5,000 in one
-    // request: there the table's own counters decide (statisticsStale).
+    // the matching statements on their indexes for the batches that follow (docs/decisions.md,
+    // "A bulk import runs ANALYZE"). Each time the rows created double (5,000, 10,000, 20,000, …),
+    // so the statistics stay within a factor of two for a handful of ANALYZEs, each reading a
+    // sample of the table. An import sent in chunks (the CLI sends 1,000 rows a request) never
+    // reaches 5,000 in one request: there the table's own counters decide (contactStatisticsStale).
     if (result.created >= nextAnalyze || (await contactStatisticsStale(db, BATCH))) {
       await analyzeContacts(db);
       while (nextAnalyze <= result.created) nextAnalyze *= 2;

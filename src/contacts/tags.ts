@@ -57,7 +57,7 @@ export function tagKey(name: string): string {
  *                     WHERE c.user_id = ct.user_id AND c.id = ct.contact_id AND c.deleted_at IS NOT NULL)
  *   GROUP BY tag_id
  */
-export async function contactCounts(db: Db, userId: number, tagIds: readonly number[]): Promise<Map<number, number>> {
+async function contactCounts(db: Db, userId: number, tagIds: readonly number[]): Promise<Map<number, number>> {
   if (tagIds.length === 0) return new Map();
   const rows = await db
     .selectFrom('contact_tags as ct')

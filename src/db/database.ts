@@ -44,7 +44,7 @@ const INT8_OID = 20;
 const parseInt8 = (value: string) => Number(value);
 
 /** Where a connection's failures are reported (a process logger); stderr when absent. */
-export interface DatabaseLog {
+interface DatabaseLog {
   warn(details: object, message: string): void;
 }
 

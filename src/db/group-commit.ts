@@ -7,7 +7,7 @@
  * The sending engine records `sent` outcomes this way (sending/send-batch.ts), the inbound receiver
  * its messages (inbound/receiver.ts) and the webhook worker its attempts (webhooks/webhook-worker.ts).
  */
-export interface GroupCommitOptions<T> {
+interface GroupCommitOptions<T> {
   /**
    * Writes one batch. Items the answer names failed on their own (their `add` rejects with the
    * reason given); the others are written. A throw fails the whole batch.

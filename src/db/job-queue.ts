@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { fromKysely, fromPglite, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from './database.ts';
@@ -46,7 +47,7 @@ export interface JobQueue {
 }
 
 /** The schema pg-boss keeps its tables in. */
-export function jobQueueSchema(config: Config): string {
+function jobQueueSchema(config: Config): string {
   return `${config.databaseSchema === 'public' ? '' : `${config.databaseSchema}_`}pgboss`;
 }
 
@@ -104,4 +105,17 @@ async function ensureQueue(boss: PgBoss, name: string, options: Parameters<PgBos
   const { policy: _policy, ...changeable } = options ?? {};
   if (await boss.getQueue(name)) await boss.updateQueue(name, changeable as never);
   else await boss.createQueue(name, options);
+}
+
+/**
+ * Jobs due and waiting for a worker, by queue, and how long the oldest has waited: read from
+ * pg-boss's table, by the database's clock (pg-boss's own).
+ */
+export async function dueJobs(db: Db, config: Config): Promise<{ name: string; n: number; ageSeconds: number }[]> {
+  const { rows } = await sql<{ name: string; n: string; age: string }>`
+    SELECT name, count(*) AS n, extract(epoch FROM now() - min(start_after)) AS age
+    FROM ${sql.table(`${jobQueueSchema(config)}.job`)}
+    WHERE state IN ('created', 'retry') AND start_after <= now()
+    GROUP BY name`.execute(db);
+  return rows.map((row) => ({ name: row.name, n: Number(row.n), ageSeconds: Math.max(0, Number(row.age)) }));
 }

@@ -10,7 +10,7 @@ export interface UserRef {
 }
 
 /** A row together with its owner. */
-export interface Owned<Row> {
+interface Owned<Row> {
   owner: UserRef;
   row: Row;
 }
@@ -20,7 +20,7 @@ export interface Owned<Row> {
  * (soft delete, revocation; none for tags, which are deleted for good). A resource added later
  * joins by adding its table here.
  */
-export interface OwnedTables {
+interface OwnedTables {
   contacts: ContactRow;
   tags: TagRow;
   signatures: SignatureRow;

@@ -440,7 +440,7 @@ export interface WebhookEventsTable {
   payload: string | null;
 }
 
-export type WebhookDeliveryState = 'pending' | 'sending' | 'delivered' | 'failed';
+type WebhookDeliveryState = 'pending' | 'sending' | 'delivered' | 'failed';
 
 export interface WebhookDeliveriesTable {
   id: Generated<number>;
@@ -491,6 +491,7 @@ export type TemplatedMessageRow = Selectable<TemplatedMessagesTable>;
 export type VoicemailDropRow = Selectable<VoicemailDropsTable>;
 export type TemplatedEmailRow = Selectable<TemplatedEmailsTable>;
 export type DeliveryRow = Selectable<DeliveriesTable>;
+export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 /** What a delivery says about where it went: its message, its contact and the address used. */
 export type DeliveryFacts = Pick<DeliveryRow, 'id' | 'user_id' | 'message_kind' | 'message_id' | 'contact_id' | 'address'>;
 export type ReplyRow = Selectable<RepliesTable>;

@@ -2,7 +2,7 @@ import { type Expression, type RawBuilder, type SelectExpression, type SelectQue
 import type { Db } from './database.ts';
 
 /**
- * Search on a collection, as the specification and DESIGN.md §6 describe it: query parameters
+ * Search on a collection, as the specification and docs/contacts.md ("Search") describe it: query parameters
  * named after scalar fields are filters, all OR-ed together (several parameters, or one repeated);
  * `page` and `per_page` select the page; rows come in `id` order. The HTTP layer (http/paging.ts)
  * reads the parameters and wraps the result in the Laravel-style envelope.
@@ -19,7 +19,7 @@ export const MAX_PER_PAGE = 100;
 
 /** A select of any table (a search runs on every collection). */
 // biome-ignore lint/suspicious/noExplicitAny: any table
-export type AnySelect<Row> = SelectQueryBuilder<any, any, Row>;
+type AnySelect<Row> = SelectQueryBuilder<any, any, Row>;
 
 export type SearchParams = { page?: number; per_page?: number } & Record<string, unknown>;
 
@@ -156,7 +156,7 @@ export async function runSearch<Row>(
 }
 
 /** The owner of the rows searched: the column naming it and its value. */
-export interface SearchOwner {
+interface SearchOwner {
   column: string;
   id: number;
 }
@@ -180,7 +180,7 @@ function ownedRows<Row>(query: AnySelect<Row>, owner: SearchOwner): AnySelect<Ro
  * partition in id order in an index that leads with it (`deliveries_message_state_idx`: message,
  * state, id), but no index in id order across them.
  */
-export interface SearchPartitions {
+interface SearchPartitions {
   db: Db;
   column: string;
   values: readonly string[];
@@ -326,7 +326,7 @@ export class CountCache {
   }
 }
 
-export interface VersionedCounts {
+interface VersionedCounts {
   db: Db;
   cache: CountCache;
   /** Names the rows searched (collection and owner); the filters are added to it. */

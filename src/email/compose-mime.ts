@@ -17,7 +17,7 @@ import type { OutgoingEmail } from './render.ts';
  * shape does not cover (attachments, several recipients, non-ASCII addresses, headers that clash
  * with ours) returns undefined, and the caller lets nodemailer compose it.
  */
-export interface ComposedEmail {
+interface ComposedEmail {
   envelope: { from: string; to: string[] };
   raw: string;
 }

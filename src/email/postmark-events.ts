@@ -18,7 +18,7 @@ export function credentialsMatch(header: string | undefined, expected: { user: s
 const HARD = new Set(['HardBounce', 'BadEmailAddress', 'ManuallyDeactivated', 'AddressChange']);
 const SOFT = new Set(['SoftBounce', 'Transient', 'DnsError', 'Blocked', 'SMTPApiError', 'InboundError', 'ChallengeVerification']);
 
-export type PostmarkRead = { event: DeliveryEvent } | { ignored: string };
+type PostmarkRead = { event: DeliveryEvent } | { ignored: string };
 
 export function readPostmarkRecord(record: unknown, now: Date): PostmarkRead {
   if (!record || typeof record !== 'object' || Array.isArray(record)) return { ignored: 'not a record' };

@@ -37,7 +37,7 @@ function escapeHtml(text: string): string {
  * Fills {{first_name}}, {{last_name}} and {{full_name}} (spaces inside the braces allowed). In
  * HTML the values are escaped: a contact named `<script>` stays text.
  */
-export function fillMergeTags(template: string, person: Person, html: boolean): string {
+function fillMergeTags(template: string, person: Person, html: boolean): string {
   const values: Record<string, string> = {
     first_name: person.first_name ?? '',
     last_name: person.last_name ?? '',
@@ -71,7 +71,7 @@ export function composeHtml(content: Content, person: Person): string {
 }
 
 /** The absolute URLs of one delivery's tracking and unsubscribe links. */
-export function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliveryId: number) {
+function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliveryId: number) {
   const unsubscribeToken = tokens.sign('unsubscribe', deliveryId);
   return {
     open: `${publicUrl}/t/o/${tokens.sign('open', deliveryId)}.gif`,

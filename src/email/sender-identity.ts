@@ -2,7 +2,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import type { Config } from '../config.ts';
 import { type SenderFields, senderName } from '../identity/users.ts';
 
-export interface Address {
+interface Address {
   name: string;
   address: string;
 }

@@ -7,9 +7,9 @@ import type { DeliveryEvent, DeliveryEventType } from '../sending/delivery-event
  */
 
 /** How far a post's signed timestamp may lie from our clock: bounds how long a captured post can be replayed. */
-export const MAX_CLOCK_SKEW_MS = 10 * 60_000;
+const MAX_CLOCK_SKEW_MS = 10 * 60_000;
 
-export type SignatureCheck = { ok: true } | { ok: false; reason: string };
+type SignatureCheck = { ok: true } | { ok: false; reason: string };
 
 /**
  * ECDSA P-256 / SHA-256 over the timestamp header's value followed directly by the raw body, the
@@ -59,7 +59,7 @@ const UNUSED = new Set(['group_resubscribe']);
 
 type SendgridEvent = Record<string, unknown>;
 
-export interface ReadBatch {
+interface ReadBatch {
   events: DeliveryEvent[];
   /** Events skipped here: malformed, of a type Hopper does not use, or without a Hopper delivery id. */
   ignored: number;

@@ -11,7 +11,7 @@ import type { DeliveryEvent } from '../sending/delivery-events.ts';
  */
 export type SnsFetch = (url: string) => Promise<string>;
 
-export interface SnsMessage {
+interface SnsMessage {
   Type: string;
   MessageId: string;
   TopicArn: string;
@@ -49,7 +49,7 @@ function stringToSign(message: SnsMessage): string {
   return keys.map((k) => `${k}\n${(message as unknown as Record<string, string>)[k]}\n`).join('');
 }
 
-export type SnsCheck = { ok: true; message: SnsMessage } | { ok: false; reason: string };
+type SnsCheck = { ok: true; message: SnsMessage } | { ok: false; reason: string };
 
 /** Reads and checks a posted SNS message: its shape, its certificate's URL and validity, its signature. */
 export async function checkSnsMessage(body: unknown, fetchCert: SnsFetch, certificates: Map<string, string>, now: Date): Promise<SnsCheck> {

@@ -13,7 +13,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
  * after any other failure it is closed, and the next send opens a fresh one. A connection the
  * server closes while idle leaves the pool when it ends.
  */
-export interface SmtpPoolOptions {
+interface SmtpPoolOptions {
   url: string;
   maxConnections: number;
   /** Messages per second over the whole pool; 0 for no limit. */
@@ -23,7 +23,7 @@ export interface SmtpPoolOptions {
   socketTimeout: number;
 }
 
-export interface Envelope {
+interface Envelope {
   from: string;
   to: string[];
 }

@@ -226,7 +226,7 @@ export async function createEmail(ctx: AppContext, owner: UserRef, body: EmailIn
   return createMessage(ctx, 'templated_email', owner, values, (db) => insertEmail(db, row));
 }
 
-/** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */
+/** Applies the fields present (README, "API conventions": PUT is a partial update), under the status rules. */
 export async function updateEmail(ctx: AppContext, view: EmailView, body: EmailInput): Promise<EmailView> {
   return updateMessage(
     ctx,

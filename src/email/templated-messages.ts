@@ -8,15 +8,15 @@ import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import { isBlankHtml, sanitizeEmailHtml } from './email-html.ts';
 
-/** The templated-message library: every user reads it, Administrators maintain it (DESIGN.md §6). */
+/** The templated-message library: every user reads it, Administrators maintain it (docs/contacts.md, "The templated message library"). */
 
-/** Greetings a template (and a templated email) gets when none is given (DESIGN.md §6). */
+/** Greetings a template (and a templated email) gets when none is given (docs/contacts.md, "The templated message library"). */
 export const DEFAULT_GREETINGS = {
   greeting_with_first_name: 'Hi {{first_name}},',
   greeting_without_first_name: 'Hi,',
 } as const;
 
-export type TemplatedMessageChanges = Omit<Updateable<TemplatedMessagesTable>, 'id' | 'created_at' | 'updated_at' | 'deleted_at'>;
+type TemplatedMessageChanges = Omit<Updateable<TemplatedMessagesTable>, 'id' | 'created_at' | 'updated_at' | 'deleted_at'>;
 
 export const TemplatedMessage = Type.Object({
   id: Id,

@@ -15,14 +15,14 @@ import { type Clock, systemClock } from '../time.ts';
  */
 const VERSION = 1;
 const PURPOSES = { open: 1, click: 2, unsubscribe: 3, reply: 4, bounce: 5 } as const;
-export type TokenPurpose = keyof typeof PURPOSES;
+type TokenPurpose = keyof typeof PURPOSES;
 const MAC_BYTES = 16;
 /** The highest link index a click token carries: links past it are left as they are. */
 export const MAX_LINK_INDEX = 0xffff;
 /** The row of `secrets` holding the signing key; made once per database (db/secrets.ts). */
 export const TRACKING_KEY_SECRET = 'tracking-token-key';
 
-export interface TokenClaim {
+interface TokenClaim {
   deliveryId: number;
   /** The link's index among the message's links; 0 unless the purpose is `click`. */
   link: number;

@@ -24,7 +24,7 @@ export interface MailTransport {
  * deferred), 5xx is permanent for that recipient (a bounce; 5.1.x and 550/551/553 name a bad
  * address, which also retires the contact). Connection problems are temporary.
  */
-export function classifySmtpError(error: { responseCode?: number; code?: string; response?: string; message: string }): DeliveryOutcome {
+function classifySmtpError(error: { responseCode?: number; code?: string; response?: string; message: string }): DeliveryOutcome {
   const detail = error.response ?? error.message;
   const code = error.responseCode;
   if (code !== undefined && code >= 500) {

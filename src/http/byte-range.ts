@@ -1,6 +1,6 @@
 import type { ByteRange } from '../media/storage.ts';
 
-export type RangeRequest = { kind: 'full' } | { kind: 'partial'; range: ByteRange } | { kind: 'unsatisfiable' };
+type RangeRequest = { kind: 'full' } | { kind: 'partial'; range: ByteRange } | { kind: 'unsatisfiable' };
 
 /**
  * Reads a `Range` header against a representation of `size` bytes (RFC 9110 §14). One range is

@@ -18,7 +18,7 @@ import { HttpError } from './problems.ts';
  * nothing stored can be read back without the client's own Idempotency-Key: the row is found by
  * the key's SHA-256 digest and the body is sealed with AES-256-GCM under a key derived from it.
  */
-export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 /** A first request still "running" after this long died with its process; its key is taken over. */
 const ABANDONED_MS = 5 * 60_000;
 const KEY_FORM = /^[\x21-\x7e]{1,255}$/;
@@ -154,6 +154,6 @@ export function registerIdempotency(app: App, db: Db, clock: Clock): void {
 }
 
 /** Deletes keys past their 24 hours (called now and then by the API process). */
-export async function pruneIdempotencyKeys(db: Db, now: Date): Promise<void> {
+async function pruneIdempotencyKeys(db: Db, now: Date): Promise<void> {
   await sql`DELETE FROM idempotency_keys WHERE created_at < ${new Date(now.getTime() - IDEMPOTENCY_TTL_MS)}`.execute(db);
 }

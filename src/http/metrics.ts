@@ -1,8 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
-import { sql } from 'kysely';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppContext } from '../context.ts';
-import { jobQueueSchema } from '../db/job-queue.ts';
+import { dueJobs } from '../db/job-queue.ts';
+import { countMessagesByStatus } from '../messages/message-tables.ts';
+import { countDeliveriesByState, countDeliveriesSentSince } from '../sending/deliveries.ts';
+import { countDeliveryEvents } from '../sending/delivery-events.ts';
+import { countWebhookAttempts, countWebhookDeliveriesPending } from '../webhooks/deliveries.ts';
 import type { App } from './context.ts';
 import { HttpError } from './problems.ts';
 
@@ -15,10 +18,16 @@ import { HttpError } from './problems.ts';
 export async function registerMetrics(app: App, ctx: AppContext): Promise<void> {
   const token = ctx.config.metricsToken;
   if (!token) return;
-  const { db } = ctx.database;
   const register = new Registry();
   collectDefaultMetrics({ register, prefix: 'hopper_' });
+  measureRequests(app, register);
+  for (const metric of databaseMetrics(ctx)) readWhenScraped(register, metric);
+  poolConnections(register, ctx);
+  serveMetrics(app, register, token);
+}
 
+/** HTTP request durations by route and status, as this process served them. */
+function measureRequests(app: App, register: Registry): void {
   const requests = new Histogram({
     name: 'hopper_http_request_duration_seconds',
     help: 'HTTP request duration by route and status',
@@ -32,113 +41,116 @@ export async function registerMetrics(app: App, ctx: AppContext): Promise<void> 
       reply.elapsedTime / 1000,
     );
   });
+}
 
-  new Gauge({
-    name: 'hopper_messages',
-    help: 'Messages by kind and status',
-    labelNames: ['kind', 'status'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      for (const [table, kind] of [
-        ['voicemail_drops', 'voicemail_drop'],
-        ['templated_emails', 'templated_email'],
-      ] as const) {
-        const { rows } = await sql<{ status: string; n: string }>`
-          SELECT status, count(*) AS n FROM ${sql.table(table)} WHERE deleted_at IS NULL GROUP BY status`.execute(db);
-        for (const row of rows) this.set({ kind, status: row.status }, Number(row.n));
-      }
+/** A metric read from the database at each scrape: its values, by label. */
+interface DatabaseMetric {
+  name: string;
+  help: string;
+  /** Totals that only grow are counters; the rest gauges. */
+  type: 'gauge' | 'counter';
+  labelNames: readonly string[];
+  read(): Promise<{ labels: Record<string, string>; value: number }[]>;
+}
+
+/** Messages, deliveries, queues, webhooks and delivery events, as the database holds them now. */
+function databaseMetrics(ctx: AppContext): DatabaseMetric[] {
+  const { db } = ctx.database;
+  return [
+    {
+      name: 'hopper_messages',
+      help: 'Messages by kind and status',
+      type: 'gauge',
+      labelNames: ['kind', 'status'],
+      read: async () => (await countMessagesByStatus(db)).map((r) => ({ labels: { kind: r.kind, status: r.status }, value: r.n })),
     },
-  });
-  new Gauge({
-    name: 'hopper_deliveries',
-    help: 'Deliveries by channel and state',
-    labelNames: ['channel', 'state'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      const { rows } = await sql<{ kind: string; state: string; n: string }>`
-        SELECT message_kind AS kind, state, count(*) AS n FROM deliveries GROUP BY 1, 2`.execute(db);
-      for (const row of rows) this.set({ channel: row.kind, state: row.state }, Number(row.n));
+    {
+      name: 'hopper_deliveries',
+      help: 'Deliveries by channel and state',
+      type: 'gauge',
+      labelNames: ['channel', 'state'],
+      read: async () => (await countDeliveriesByState(db)).map((r) => ({ labels: { channel: r.kind, state: r.state }, value: r.n })),
     },
-  });
-  new Gauge({
-    name: 'hopper_deliveries_sent_last_minute',
-    help: 'Deliveries handed over in the last minute, by channel (the send rate)',
-    labelNames: ['channel'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      const since = new Date(ctx.clock().getTime() - 60_000);
-      const { rows } = await sql<{ kind: string; n: string }>`
-        SELECT message_kind AS kind, count(*) AS n FROM deliveries WHERE sent_at >= ${since} GROUP BY 1`.execute(db);
-      for (const row of rows) this.set({ channel: row.kind }, Number(row.n));
+    {
+      name: 'hopper_deliveries_sent_last_minute',
+      help: 'Deliveries handed over in the last minute, by channel (the send rate)',
+      type: 'gauge',
+      labelNames: ['channel'],
+      read: async () =>
+        (await countDeliveriesSentSince(db, new Date(ctx.clock().getTime() - 60_000))).map((r) => ({
+          labels: { channel: r.kind },
+          value: r.n,
+        })),
     },
-  });
-  const queueSchema = jobQueueSchema(ctx.config);
-  new Gauge({
-    name: 'hopper_queue_due_jobs',
-    help: 'Jobs due and waiting for a worker, by queue',
-    labelNames: ['queue'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      for (const row of await dueJobs()) this.set({ queue: row.name }, Number(row.n));
+    {
+      name: 'hopper_queue_due_jobs',
+      help: 'Jobs due and waiting for a worker, by queue',
+      type: 'gauge',
+      labelNames: ['queue'],
+      read: async () => (await dueJobs(db, ctx.config)).map((r) => ({ labels: { queue: r.name }, value: r.n })),
     },
-  });
-  new Gauge({
-    name: 'hopper_queue_oldest_due_job_age_seconds',
-    help: 'How long the oldest due job has waited, by queue',
-    labelNames: ['queue'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      for (const row of await dueJobs()) this.set({ queue: row.name }, Math.max(0, Number(row.age)));
+    {
+      name: 'hopper_queue_oldest_due_job_age_seconds',
+      help: 'How long the oldest due job has waited, by queue',
+      type: 'gauge',
+      labelNames: ['queue'],
+      read: async () => (await dueJobs(db, ctx.config)).map((r) => ({ labels: { queue: r.name }, value: r.ageSeconds })),
     },
-  });
-  async function dueJobs() {
-    const { rows } = await sql<{ name: string; n: string; age: string }>`
-      SELECT name, count(*) AS n, extract(epoch FROM now() - min(start_after)) AS age
-      FROM ${sql.table(`${queueSchema}.job`)}
-      WHERE state IN ('created', 'retry') AND start_after <= now()
-      GROUP BY name`.execute(db);
-    return rows;
+    {
+      name: 'hopper_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome (delivered, failed)',
+      type: 'counter',
+      labelNames: ['outcome'],
+      read: async () =>
+        (await countWebhookAttempts(db)).map((r) => ({ labels: { outcome: r.delivered ? 'delivered' : 'failed' }, value: r.n })),
+    },
+    {
+      name: 'hopper_webhook_deliveries_pending',
+      help: 'Webhook deliveries waiting to be sent or retried',
+      type: 'gauge',
+      labelNames: [],
+      read: async () => [{ labels: {}, value: await countWebhookDeliveriesPending(db) }],
+    },
+    {
+      name: 'hopper_delivery_events_total',
+      help: 'Delivery events received (provider webhooks, inbound mail, tracking) by source and kind',
+      type: 'counter',
+      labelNames: ['source', 'kind'],
+      read: async () => (await countDeliveryEvents(db)).map((r) => ({ labels: { source: r.source, kind: r.type }, value: r.n })),
+    },
+  ];
+}
+
+/** Registers a database metric: reset and read again at every scrape. */
+function readWhenScraped(register: Registry, metric: DatabaseMetric): void {
+  const { name, help, labelNames, read } = metric;
+  if (metric.type === 'counter') {
+    new Counter({
+      name,
+      help,
+      labelNames,
+      registers: [register],
+      async collect() {
+        this.reset();
+        for (const { labels, value } of await read()) this.inc(labels, value);
+      },
+    });
+  } else {
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [register],
+      async collect() {
+        this.reset();
+        for (const { labels, value } of await read()) this.set(labels, value);
+      },
+    });
   }
-  new Counter({
-    name: 'hopper_webhook_attempts_total',
-    help: 'Webhook delivery attempts by outcome (delivered, failed)',
-    labelNames: ['outcome'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      const { rows } = await sql<{ ok: boolean; n: string }>`
-        SELECT (status BETWEEN 200 AND 299) IS TRUE AS ok, count(*) AS n FROM webhook_attempts GROUP BY 1`.execute(db);
-      for (const row of rows) this.inc({ outcome: row.ok ? 'delivered' : 'failed' }, Number(row.n));
-    },
-  });
-  new Gauge({
-    name: 'hopper_webhook_deliveries_pending',
-    help: 'Webhook deliveries waiting to be sent or retried',
-    registers: [register],
-    async collect() {
-      const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_deliveries WHERE state IN ('pending', 'sending')`.execute(
-        db,
-      );
-      this.set(Number(rows[0]?.n ?? 0));
-    },
-  });
-  new Counter({
-    name: 'hopper_delivery_events_total',
-    help: 'Delivery events received (provider webhooks, inbound mail, tracking) by source and kind',
-    labelNames: ['source', 'kind'] as const,
-    registers: [register],
-    async collect() {
-      this.reset();
-      const { rows } = await sql<{ source: string; type: string; n: string }>`
-        SELECT source, type, count(*) AS n FROM delivery_events GROUP BY 1, 2`.execute(db);
-      for (const row of rows) this.inc({ source: row.source, kind: row.type }, Number(row.n));
-    },
-  });
+}
+
+/** The PostgreSQL pool of this process (absent on PGlite). */
+function poolConnections(register: Registry, ctx: AppContext): void {
   new Gauge({
     name: 'hopper_db_pool_connections',
     help: 'PostgreSQL pool connections by state (absent on PGlite)',
@@ -153,7 +165,9 @@ export async function registerMetrics(app: App, ctx: AppContext): Promise<void> 
       this.set({ state: 'max' }, stats.max);
     },
   });
+}
 
+function serveMetrics(app: App, register: Registry, token: string): void {
   const expected = Buffer.from(`Bearer ${token}`);
   app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (request, reply) => {
     const given = Buffer.from(String(request.headers.authorization ?? ''));

@@ -23,7 +23,7 @@ export interface RouteInfo {
 }
 
 /** Tags and what they hold; a route's tag that is missing here is refused by the document test. */
-export const TAGS: { name: string; description: string }[] = [
+const TAGS: { name: string; description: string }[] = [
   { name: 'Voicemail drops', description: 'Ringless voicemail sent to contacts now or later, with delivery counters.' },
   { name: 'Templated emails', description: 'Emails rendered from a library template and a signature, sent to contacts now or later.' },
   { name: 'Contacts', description: "A user's contacts (an email, a phone or both) with their tags; bulk import from CSV or JSON lines." },

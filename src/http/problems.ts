@@ -61,7 +61,7 @@ export class HttpError extends Error {
   }
 }
 
-export interface ProblemBody {
+interface ProblemBody {
   type: string;
   title: string;
   status: number;

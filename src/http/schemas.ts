@@ -6,7 +6,7 @@ import { PROBLEMS } from './problems.ts';
 export const IdParams = Type.Object({ id: Id }, { additionalProperties: false });
 export const UserIdParams = Type.Object({ user_id: Id }, { additionalProperties: false });
 
-export const Problem = Type.Object(
+const Problem = Type.Object(
   {
     type: Type.String(),
     title: Type.String(),

@@ -15,7 +15,7 @@ import { teamExists } from './teams.ts';
 import { endUserSessions } from './web-sessions.ts';
 
 /**
- * Users (DESIGN.md §5): their API shape and bodies, who may create and change whom, and their
+ * Users (README, "API conventions": roles; docs/decisions.md, "Identity and access"): their API shape and bodies, who may create and change whom, and their
  * statements. Who may reach a user at all is the one access rule (access.ts).
  */
 

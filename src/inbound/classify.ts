@@ -47,7 +47,7 @@ export function classify(mail: ParsedMail): InboundKind {
 }
 
 /** RFC 3834 `Auto-Submitted` other than `no`, `Precedence: bulk|junk|auto_reply`, `X-Autoreply`, `X-Autorespond`, out-of-office subjects. */
-export function isAutomatic(mail: ParsedMail): boolean {
+function isAutomatic(mail: ParsedMail): boolean {
   const header = (name: string) => {
     const value = mail.headers.get(name);
     return value === undefined ? undefined : String(typeof value === 'object' && value && 'value' in value ? value.value : value);

@@ -20,7 +20,7 @@ import { type InboundMessage, markRepliesForwarded, storeInboundMessages } from 
  * exchange ends; if the relay refuses it, the sending MTA is told to try again (451) and the retry
  * forwards it without counting it again.
  */
-export const INBOUND_SOURCE = 'inbound';
+const INBOUND_SOURCE = 'inbound';
 
 /** One inbound message for one of our addresses, read and classified, waiting to be recorded. */
 export interface ReceivedMessage {
@@ -31,7 +31,7 @@ export interface ReceivedMessage {
   what: InboundKind | { kind: 'unsubscribe' };
 }
 
-export interface RecordDeps {
+interface RecordDeps {
   db: Db;
   config: Config;
   transport: MailTransport;

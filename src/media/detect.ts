@@ -1,9 +1,9 @@
 import { open } from 'node:fs/promises';
 import { fileTypeFromFile } from 'file-type';
 
-export type MediaKind = 'audio' | 'image';
+type MediaKind = 'audio' | 'image';
 
-export interface MediaType {
+interface MediaType {
   /** The extension Hopper gives the stored file, whatever the client called it. */
   readonly ext: string;
   readonly mime: string;
@@ -40,8 +40,8 @@ const labels = (kind: MediaKind) => [
       .map((t) => t.label),
   ),
 ];
-export const AUDIO_FORMATS = labels('audio').join(', ');
-export const IMAGE_FORMATS = labels('image').join(', ');
+const AUDIO_FORMATS = labels('audio').join(', ');
+const IMAGE_FORMATS = labels('image').join(', ');
 
 /** The type of a file judged from its bytes alone (the client's name and Content-Type are not trusted). */
 export async function detectMediaType(path: string): Promise<MediaType | undefined> {

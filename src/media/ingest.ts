@@ -33,7 +33,7 @@ export interface StagedFile {
   readonly size: number;
 }
 
-export interface MediaDetails {
+interface MediaDetails {
   readonly userId: number;
   /** The client's name for the file (upload file name, or the URL's last segment), if any. */
   readonly originalName: string | undefined;

@@ -31,7 +31,7 @@ const SAFE_KEY = /^[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/;
 const STALE_AFTER_MS = 60 * 60 * 1000;
 
 /** Files in a directory tree under `root`, with temporary files written next to it and renamed into place. */
-export class LocalDiskStorage implements MediaStorage {
+class LocalDiskStorage implements MediaStorage {
   readonly root: string;
   private readonly tmpDir: string;
 

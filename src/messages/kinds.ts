@@ -13,7 +13,6 @@ export const MESSAGE_TABLES = {
   voicemail_drop: 'voicemail_drops',
   templated_email: 'templated_emails',
 } as const satisfies Record<MessageKind, keyof Database>;
-export type MessageTable = (typeof MESSAGE_TABLES)[MessageKind];
 
 export interface MessageRows {
   templated_email: TemplatedEmailRow;

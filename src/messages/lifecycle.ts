@@ -2,32 +2,32 @@ import { type FieldErrors, validationError } from '../errors.ts';
 import type { Clock } from '../time.ts';
 
 /**
- * The sending status shared by voicemail drops and templated emails (DESIGN.md §6). A client sets
+ * The sending status shared by voicemail drops and templated emails (README, "Voicemail drops and templated emails"; docs/sending.md, "A message's life"). A client sets
  * `Saved` (draft) or `Scheduled`; `Cancelled` stops a message that is `Sending`; the sending engine
  * moves a message on to `Sending`, `Sent` or `Failed`. Once sending has started a message is
  * frozen.
  */
 export const MESSAGE_STATUSES = ['Saved', 'Scheduled', 'Sending', 'Sent', 'Failed', 'Cancelled'] as const;
-export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+type MessageStatus = (typeof MESSAGE_STATUSES)[number];
 export const SEND_TYPES = ['Now', 'Future'] as const;
-export type SendType = (typeof SEND_TYPES)[number];
+type SendType = (typeof SEND_TYPES)[number];
 
 const CLIENT_SETTABLE: readonly MessageStatus[] = ['Saved', 'Scheduled'];
 const FROZEN: readonly MessageStatus[] = ['Sending', 'Sent', 'Failed', 'Cancelled'];
 
-export interface Schedule {
+interface Schedule {
   status: MessageStatus;
   send_type: SendType;
   send_at: Date | null;
 }
 
-export interface ScheduleRequest {
+interface ScheduleRequest {
   status?: string;
   send_type?: SendType;
   send_at?: Date | null;
 }
 
-export function isFrozen(status: MessageStatus): boolean {
+function isFrozen(status: MessageStatus): boolean {
   return FROZEN.includes(status);
 }
 

@@ -13,7 +13,7 @@ import { emptyReporting } from './reporting.ts';
  * and the due job of a scheduled message together with the row. Each kind's module
  * (`voicemail/drops.ts`, `email/templated-emails.ts`) checks its own fields and calls these.
  */
-export type WriteContext = Pick<AppContext, 'database' | 'queue' | 'clock'>;
+type WriteContext = Pick<AppContext, 'database' | 'queue' | 'clock'>;
 
 /** Tries of an update or delete whose message changed under it before the conflict is reported. */
 const MAX_ATTEMPTS = 3;

@@ -10,15 +10,15 @@ import { Id, StringEnum } from '../json-schema.ts';
  * `group` names a tag or a contact of the message's owner and `value` is its id. The label
  * defaults to the tag's or contact's name when the message is saved.
  */
-export const RECIPIENT_GROUPS = ['Tags', 'Contacts'] as const;
-export type RecipientGroup = (typeof RECIPIENT_GROUPS)[number];
-export interface Recipient {
+const RECIPIENT_GROUPS = ['Tags', 'Contacts'] as const;
+type RecipientGroup = (typeof RECIPIENT_GROUPS)[number];
+interface Recipient {
   group: RecipientGroup;
   value: number;
   label: string;
 }
 
-export const MAX_RECIPIENT_ENTRIES = 1000;
+const MAX_RECIPIENT_ENTRIES = 1000;
 
 export const RecipientInput = Type.Object(
   {

@@ -38,5 +38,5 @@ export interface Channel<K extends MessageKind = MessageKind, Prepared = unknown
   close?(): Promise<void>;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: each channel prepares its own shape
-export type Channels = { [K in MessageKind]?: Channel<K, any> };
+/** The channel of each kind; what a channel prepares is its own business (the engine only hands it back). */
+export type Channels = { [K in MessageKind]?: Channel<K, unknown> };

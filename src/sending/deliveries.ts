@@ -15,7 +15,7 @@ import { CLAIMABLE_STATES, DELIVERY_STATES, ENGINE_STATES, FAILED_STATES, PENDIN
  */
 
 /** What resolving reads of a message: its owner, its recipients and (templated emails) its exclusions. */
-export interface ResolvableMessage {
+interface ResolvableMessage {
   id: number;
   user_id: number;
   recipients: StoredRecipient[];
@@ -175,7 +175,7 @@ export async function claimDeliveries(
   return result.rows;
 }
 
-export type CounterChanges = Partial<Record<Counter, number>>;
+type CounterChanges = Partial<Record<Counter, number>>;
 
 /**
  * Moves one delivery from one of `from` to `to`, setting `fields`, and adds `counters` to its
@@ -223,10 +223,9 @@ export interface SentDelivery extends Claim {
 export async function recordSent(db: Db, sent: readonly SentDelivery[], now: Date, shard = 0): Promise<number> {
   if (sent.length === 0) return 0;
   // The outcomes as a VALUES list, one statement text per count: PostgreSQL then knows how many
-  // rows come, so after a few runs it keeps one generic plan of each prepared text instead of
-  // planning every execution anew — with unnest() of array parameters it re-planned each time,
-  // which cost as much as executing (0.2 ms of the database's CPU per statement). Past
-  // MAX_VALUES_ROWS (not reached by the engine, which records at most recordEvery at once), arrays.
+  // rows come and keeps one generic plan of each prepared text (docs/sending.md, "Delivery jobs,
+  // claims and leases", has what arrays cost). Past MAX_VALUES_ROWS (not reached by the engine,
+  // which records at most recordEvery at once), arrays.
   const handed =
     sent.length <= MAX_VALUES_ROWS
       ? sql`(VALUES ${sql.join(sent.map((s) => sql`(${s.id}::bigint, ${s.attempts}::integer, ${s.providerMessageId}::text)`))})`
@@ -275,7 +274,7 @@ export async function releaseClaims(db: Db, claims: readonly Claim[], to: 'queue
     WHERE d.id = ANY (${ids}::bigint[]) AND d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts`.execute(db);
 }
 
-export interface DeliverySummary {
+interface DeliverySummary {
   total: number;
   pending: number;
   failed: number;
@@ -388,7 +387,7 @@ export async function findDeliveredEmail(db: Db, deliveryId: number) {
 }
 
 /** A voicemail delivery as a provider's report is matched to it. */
-export interface VoicemailTarget {
+interface VoicemailTarget {
   id: number;
   state: DeliveryState;
   address: string;
@@ -468,4 +467,18 @@ export async function raiseDeliveryStates(
     UNION ALL
     SELECT d.id, true FROM deliveries d JOIN x ON x.id = d.id WHERE d.state IN (${stateList(ENGINE_STATES)})`.execute(trx);
   return { moved: rows.filter((r) => !r.held).map((r) => Number(r.id)), held: rows.filter((r) => r.held).map((r) => Number(r.id)) };
+}
+
+/** Deliveries by kind and state, for /metrics. */
+export async function countDeliveriesByState(db: Db): Promise<{ kind: MessageKind; state: DeliveryState; n: number }[]> {
+  const { rows } = await sql<{ kind: MessageKind; state: DeliveryState; n: string }>`
+    SELECT message_kind AS kind, state, count(*) AS n FROM deliveries GROUP BY 1, 2`.execute(db);
+  return rows.map((row) => ({ ...row, n: Number(row.n) }));
+}
+
+/** Deliveries handed over since `since`, by kind (the send rate, for /metrics). */
+export async function countDeliveriesSentSince(db: Db, since: Date): Promise<{ kind: MessageKind; n: number }[]> {
+  const { rows } = await sql<{ kind: MessageKind; n: string }>`
+    SELECT message_kind AS kind, count(*) AS n FROM deliveries WHERE sent_at >= ${since} GROUP BY 1`.execute(db);
+  return rows.map((row) => ({ ...row, n: Number(row.n) }));
 }

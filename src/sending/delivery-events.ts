@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { changeSubscribedContacts } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
-import type { ContactStatus, DeliveryState } from '../db/schema.ts';
+import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState } from '../db/schema.ts';
 import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
 import { raiseDeliveryStates } from './deliveries.ts';
 import { stateRank } from './delivery-states.ts';
@@ -14,7 +14,7 @@ import { stateRank } from './delivery-states.ts';
  * moves counters, the delivery's state and the contact's status — all in one transaction, so a
  * replayed batch changes nothing and the counters stay exactly the ledger.
  */
-export const EVENT_TYPES = [
+const EVENT_TYPES = [
   'processed',
   'delivered',
   'deferred',
@@ -73,22 +73,15 @@ const EFFECTS: Record<DeliveryEventType, Effect> = {
   reply: { counters: { reply: 1 } },
 };
 
-export interface RecordResult {
+interface RecordResult {
   recorded: number;
   duplicates: number;
   /** Events naming no known delivery, or another address than the delivery's (ignored). */
   unknown: number;
 }
 
-type Fresh = {
-  delivery_id: number;
-  type: DeliveryEventType;
-  occurred_at: Date;
-  user_id: number;
-  message_kind: string;
-  message_id: number;
-  contact_id: number;
-};
+/** A newly stored event with what it is about: its delivery's message, owner and contact. */
+type Fresh = Pick<DeliveryEventRow, 'delivery_id' | 'occurred_at'> & { type: DeliveryEventType } & Omit<DeliveryFacts, 'id' | 'address'>;
 
 /**
  * Stores a batch of events and applies what each new one means, in one transaction of four
@@ -223,4 +216,11 @@ async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void>
 
 function zeroCounters(): Record<Counter, number> {
   return Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Record<Counter, number>;
+}
+
+/** Events received, by source and type, for /metrics. */
+export async function countDeliveryEvents(db: Db): Promise<{ source: string; type: string; n: number }[]> {
+  const { rows } = await sql<{ source: string; type: string; n: string }>`
+    SELECT source, type, count(*) AS n FROM delivery_events GROUP BY 1, 2`.execute(db);
+  return rows.map((row) => ({ ...row, n: Number(row.n) }));
 }

@@ -44,7 +44,7 @@ export const DELIVERY_FILTERS: Filters = {
   contact_id: { kind: 'id', column: 'd.contact_id' },
 };
 
-export type ListedDelivery = Pick<
+type ListedDelivery = Pick<
   DeliveryRow,
   | 'id'
   | 'contact_id'

@@ -18,7 +18,7 @@ interface DeliverState {
   preparedFor: Date | undefined;
 }
 
-export interface EngineDeps {
+interface EngineDeps {
   database: DatabaseHandle;
   config: Config;
   queue: JobQueue;

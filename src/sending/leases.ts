@@ -4,7 +4,7 @@ import type { Clock } from '../time.ts';
 import { type Claim, renewLeases } from './deliveries.ts';
 
 /** Claims one running batch holds, and what to do with those another worker has taken over. */
-export interface HeldClaims {
+interface HeldClaims {
   claims(): Iterable<Claim>;
   /** Called with the ids whose renewal went through; the others are no longer this batch's. */
   kept(ids: Set<number>): void;

@@ -12,7 +12,7 @@ import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentD
 import type { LeaseKeeper } from './leases.ts';
 
 /** How one batch is worked through; see EngineSettings for each. */
-export interface BatchSettings {
+interface BatchSettings {
   sendConcurrency: number;
   recordEvery: number;
   leaseMs: number;
@@ -22,7 +22,7 @@ export interface BatchSettings {
   maxAttempts: number;
 }
 
-export interface BatchContext {
+interface BatchContext {
   db: Db;
   clock: Clock;
   log: FastifyBaseLogger;
@@ -68,7 +68,7 @@ export class Slots {
 }
 
 /** How a batch ended: every delivery handed over, or cut short by a cancel or by the worker stopping. */
-export type BatchEnd = 'done' | 'cancelled' | 'stopped';
+type BatchEnd = 'done' | 'cancelled' | 'stopped';
 
 /**
  * Hands a batch of claimed deliveries to the channel, `sendConcurrency` at a time, and records

@@ -12,7 +12,7 @@ const START_HOUR = 8;
 const END_HOUR = 21;
 const EARLY_END_HOUR = 20;
 
-export interface CallingWindow {
+interface CallingWindow {
   zones: readonly string[];
   /** Local hour (exclusive) at which the window closes. */
   endHour: number;
@@ -20,9 +20,9 @@ export interface CallingWindow {
   basis: 'the contact’s time zone' | 'the area code' | 'every US time zone';
 }
 
-export type CallingHoursVerdict = { allowed: true } | { allowed: false; until: Date; reason: string };
+type CallingHoursVerdict = { allowed: true } | { allowed: false; until: Date; reason: string };
 
-export function callingWindow(phone: string, contactTimeZone: string | null): CallingWindow {
+function callingWindow(phone: string, contactTimeZone: string | null): CallingWindow {
   const areaCode = phone.slice(0, 3);
   const areaZones = zonesOfAreaCode(areaCode);
   const endHour = areaZones && !endsEarly(areaCode) ? END_HOUR : EARLY_END_HOUR;
@@ -45,7 +45,7 @@ export function checkCallingHours(phone: string, contactTimeZone: string | null,
   };
 }
 
-export function insideWindow(window: CallingWindow, at: Date): boolean {
+function insideWindow(window: CallingWindow, at: Date): boolean {
   return window.zones.every((zone) => {
     const w = wallClock(zone, at);
     const seconds = w.hour * 3600 + w.minute * 60 + w.second;
@@ -58,7 +58,7 @@ export function insideWindow(window: CallingWindow, at: Date): boolean {
  * interval per zone, so it opens at one of the zones' 08:00: the earliest of those (today or
  * on the next two days, in each zone) at which every zone is inside is the answer.
  */
-export function nextOpening(window: CallingWindow, now: Date): Date {
+function nextOpening(window: CallingWindow, now: Date): Date {
   const candidates: Date[] = [];
   for (const zone of window.zones) {
     const today = wallClock(zone, now);
@@ -85,7 +85,7 @@ interface WallClock {
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
 /** The date and time a clock in `zone` shows at `at`. */
-export function wallClock(zone: string, at: Date): WallClock {
+function wallClock(zone: string, at: Date): WallClock {
   let format = formatters.get(zone);
   if (!format) {
     format = new Intl.DateTimeFormat('en-US', {

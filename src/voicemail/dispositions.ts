@@ -20,7 +20,7 @@ export interface ProviderOutcome {
   phone?: string;
 }
 
-export interface OutcomeResult {
+interface OutcomeResult {
   recorded: number;
   duplicates: number;
   /** Reports that match no drop of this provider (or name another number): ignored. */

@@ -15,7 +15,7 @@ import { type DropView, findDrop, insertDrop, pageOfDrops } from '../messages/me
 import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
-import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
+import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
 import { configuredProviders, dropAudioType, MIN_DROP_SECONDS, VOICEMAIL_PROVIDERS } from './providers.ts';
 
 /**
@@ -184,7 +184,7 @@ export async function createDrop(ctx: AppContext, owner: UserRef, body: Static<t
   return { ...created, media: media as MediaRow };
 }
 
-/** Applies the fields present (DESIGN.md §4: partial update), under the status rules. */
+/** Applies the fields present (README, "API conventions": PUT is a partial update), under the status rules. */
 export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody): Promise<DropView> {
   const updated = await updateMessage(
     ctx,
@@ -194,7 +194,7 @@ export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody
     async (row) => (await dropChanges(ctx, row.user_id, body, row)).values,
   );
   if (view.row.status === 'Sending' && updated.row.status === 'Cancelled') {
-    // The provider may still hold drops handed over: a worker stops them (provider-work.ts).
+    // The provider may still hold drops handed over: a worker stops them (provider-job-handlers.ts).
     await sendProviderJob(ctx.queue.boss, PROVIDER_QUEUES.cancelled, { kind: 'voicemail_drop', id: updated.row.id }).catch(
       (error: unknown) =>
         // The cancel stands in Hopper; only the provider's stop is lost (logged like the queue's own errors).

@@ -5,7 +5,7 @@ export const VOICEMAIL_PROVIDERS = ['Slybroadcast', 'Sandbox', 'Drop Cowboy'] as
 export type VoicemailProvider = (typeof VOICEMAIL_PROVIDERS)[number];
 
 /** The audio formats every provider plays, by the media type Hopper detected from the bytes. */
-export const DROP_AUDIO_TYPES = { 'audio/wav': 'wav', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a' } as const;
+const DROP_AUDIO_TYPES = { 'audio/wav': 'wav', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a' } as const;
 export type DropAudioType = (typeof DROP_AUDIO_TYPES)[keyof typeof DROP_AUDIO_TYPES];
 /** Providers refuse shorter audio (Slybroadcast: "longer than 5 s"). */
 export const MIN_DROP_SECONDS = 5;

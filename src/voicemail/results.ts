@@ -4,7 +4,7 @@ import { findDelivery } from '../sending/deliveries.ts';
 import { recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { isPending } from '../sending/delivery-states.ts';
 import { inRealTime } from '../time.ts';
-import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
+import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
 import { type DropCowboyResult, type DropCowboyWebhookEvent, outcomeOf, readDropCowboyCallback } from './providers/drop-cowboy-events.ts';
 import type { VoicemailProvider } from './providers.ts';
 import {
@@ -27,16 +27,16 @@ import {
  * delivery event through sending/delivery-events.ts under one event id per delivery, so a second
  * channel, or a replay, is a duplicate there too.
  */
-export const DROPCOWBOY_SOURCE = 'dropcowboy';
+const DROPCOWBOY_SOURCE = 'dropcowboy';
 const PROVIDER: VoicemailProvider = 'Drop Cowboy';
 
-export interface ResultSummary {
+interface ResultSummary {
   recorded: number;
   duplicates: number;
   ignored: number;
 }
 
-export interface ResultDeps {
+interface ResultDeps {
   db: Db;
   boss: PgBoss;
 }
@@ -110,7 +110,7 @@ export async function recordDropCowboyEvent(deps: ResultDeps, event: DropCowboyW
   return { recorded, duplicates: stored.fresh ? 0 : 1, ignored: 0 };
 }
 
-export type CallbackAnswer = ResultSummary | 'forbidden';
+type CallbackAnswer = ResultSummary | 'forbidden';
 
 /**
  * The per-send callback: the token in its URL must be the one made for the delivery its
@@ -153,7 +153,7 @@ function resultOf(outcome: { delivered: boolean; reason: string | null }, result
  * delivery). A delivery whose hand-over the engine has not recorded yet gets a job that tries
  * again shortly. Returns 1 when the event is new.
  */
-export async function applyResult(deps: ResultDeps, deliveryId: number, now: Date): Promise<number> {
+async function applyResult(deps: ResultDeps, deliveryId: number, now: Date): Promise<number> {
   const submission = await findSubmission(deps.db, deliveryId);
   if (!submission?.result_at || submission.delivered === null) return 0;
   const delivery = await findDelivery(deps.db, deliveryId);

@@ -12,7 +12,7 @@ import type { VoicemailProvider } from './providers.ts';
  * Every statement on those tables is here.
  */
 /** A row of `provider_submissions`, less its creation time. */
-export type Submission = Omit<Selectable<ProviderSubmissionsTable>, 'created_at'>;
+type Submission = Omit<Selectable<ProviderSubmissionsTable>, 'created_at'>;
 
 /**
  * The submission of a delivery, made on its first try: a random UUID v4 `Idempotency-Key` and a
@@ -130,9 +130,9 @@ export async function matchResult(
  * webhook at most twice, about 1 and then 5 minutes later; an hour is ample, and keeps a receipt
  * from pairing with a result of the same number from another day whose own receipt was lost.
  */
-export const RECEIPT_WINDOW_MS = 60 * 60 * 1000;
+const RECEIPT_WINDOW_MS = 60 * 60 * 1000;
 
-export interface Receipt {
+interface Receipt {
   eventKey: string;
   phone: string;
   remoteDropId: string | undefined;
@@ -284,16 +284,6 @@ export async function claimEvent(
     .returning('event_key')
     .executeTakeFirst();
   return inserted !== undefined;
-}
-
-export async function eventSeen(db: Db, provider: VoicemailProvider, key: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('provider_events')
-    .select('event_key')
-    .where('provider', '=', provider)
-    .where('event_key', '=', key)
-    .executeTakeFirst();
-  return row !== undefined;
 }
 
 /** The provider's id of a media item uploaded to it before. */

@@ -7,15 +7,15 @@ import { findOwnedMedia, publicFileUrl } from '../media/media.ts';
 import type { Channel } from '../sending/channel.ts';
 import { type Clock, inRealTime } from '../time.ts';
 import { checkCallingHours } from './calling-hours.ts';
-import { PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
-import { startProviderWork } from './provider-work.ts';
+import { startProviderJobHandlers } from './provider-job-handlers.ts';
+import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
 import { dropCowboyAdapter } from './providers/drop-cowboy.ts';
 import { sandboxAdapter, startSandboxReports } from './providers/sandbox.ts';
 import { slybroadcastAdapter, slybroadcastCallbackToken } from './providers/slybroadcast.ts';
 import { type DropAudioType, dropAudioType, type VoicemailAdapter, type VoicemailProvider } from './providers.ts';
 import { ensureSubmission, noteAccepted } from './submissions.ts';
 
-export interface VoicemailDeps {
+interface VoicemailDeps {
   database: DatabaseHandle;
   config: Config;
   queue: JobQueue;
@@ -24,11 +24,11 @@ export interface VoicemailDeps {
 }
 
 /** What every delivery of one drop shares: its provider and its audio, or why none can go out. */
-export type PreparedDrop =
+type PreparedDrop =
   | { ok: true; adapter: VoicemailAdapter; callerId: string; mediaId: number; audioUrl: string; audioType: DropAudioType }
   | { ok: false; reason: string };
 
-export interface VoicemailSending {
+interface VoicemailSending {
   channel: Channel<'voicemail_drop', PreparedDrop>;
   stop(): Promise<void>;
 }
@@ -52,7 +52,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
   }
   if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, clock, log));
-  const stopProviderWork = config.slybroadcast || config.dropCowboy ? await startProviderWork({ ...deps, db }) : undefined;
+  const stopProviderJobHandlers = config.slybroadcast || config.dropCowboy ? await startProviderJobHandlers({ ...deps, db }) : undefined;
   if ((config.slybroadcast || config.dropCowboy) && !publiclyReachable(config.publicUrl)) {
     log.warn(
       { publicUrl: config.publicUrl },
@@ -112,7 +112,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
   return {
     channel,
     async stop() {
-      await stopProviderWork?.();
+      await stopProviderJobHandlers?.();
       await stopSandbox?.();
     },
   };

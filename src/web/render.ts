@@ -13,7 +13,7 @@ const eta = new Eta({ views: join(import.meta.dirname, 'views'), cache: true, au
 /** Pages are not part of the API: their routes stay out of the OpenAPI document. */
 export const PAGE_SCHEMA = { hide: true } as const;
 
-export interface PageData {
+interface PageData {
   title: string;
   session?: WebSession | null;
   [name: string]: unknown;

@@ -21,7 +21,7 @@ export const SESSION_COOKIE = '__Host-hopper_session';
 /** A session unused for this long ends (the settings page holds API keys: keep it short). */
 export const IDLE_TIMEOUT_MS = 60 * 60_000;
 /** A session ends this long after sign-in however busy it is. */
-export const ABSOLUTE_LIFETIME_MS = 12 * 60 * 60_000;
+const ABSOLUTE_LIFETIME_MS = 12 * 60 * 60_000;
 /** `last_seen_at` is written at most once a minute, so page views stay read-only on the hot path. */
 const TOUCH_GRANULARITY_MS = 60_000;
 

@@ -25,7 +25,7 @@ const CSP = [
   "base-uri 'none'",
 ].join('; ');
 
-export type UnsubscribeView =
+type UnsubscribeView =
   /** The GET page: a button that POSTs the one-click form to `action`. */
   { kind: 'confirm'; action: string } | { kind: 'done' } | { kind: 'already' } | { kind: 'invalid' };
 

@@ -18,7 +18,7 @@ import { TEST_EVENT } from './events.ts';
  * (as message deliveries are), every attempt logged. An event's body is made once, the first time
  * any endpoint is sent it, and kept: retries carry the same bytes and the same `webhook-id`.
  */
-export const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
+const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
 
 export const WebhookAttempt = Type.Object({
   attempt: Type.Integer(),
@@ -339,4 +339,17 @@ export async function insertTestEvent(db: Db, endpoint: Pick<WebhookEndpointRow,
       .executeTakeFirstOrThrow();
     return delivery.id;
   });
+}
+
+/** Attempts by outcome (a 2xx answer, or not), for /metrics. */
+export async function countWebhookAttempts(db: Db): Promise<{ delivered: boolean; n: number }[]> {
+  const { rows } = await sql<{ ok: boolean; n: string }>`
+    SELECT (status BETWEEN 200 AND 299) IS TRUE AS ok, count(*) AS n FROM webhook_attempts GROUP BY 1`.execute(db);
+  return rows.map((row) => ({ delivered: row.ok, n: Number(row.n) }));
+}
+
+/** Deliveries waiting to be sent or retried, or being sent, for /metrics. */
+export async function countWebhookDeliveriesPending(db: Db): Promise<number> {
+  const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_deliveries WHERE state IN ('pending', 'sending')`.execute(db);
+  return Number(rows[0]?.n ?? 0);
 }

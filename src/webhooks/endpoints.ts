@@ -17,7 +17,7 @@ import { newSecret } from './signing.ts';
  * signs them. The secret is shown once, when it is made (creation, rotation); a rotated secret's
  * predecessor keeps signing alongside it for `ROTATION_OVERLAP_MS`.
  */
-export const ROTATION_OVERLAP_MS = 24 * 3_600_000;
+const ROTATION_OVERLAP_MS = 24 * 3_600_000;
 const MAX_ENDPOINTS_PER_USER = 50;
 
 export const WebhookEndpoint = Type.Object({

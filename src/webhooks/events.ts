@@ -20,6 +20,5 @@ export const WEBHOOK_EVENT_TYPES = [
   'contact.unsubscribed',
   'contact.status_changed',
 ] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 export const TEST_EVENT = 'webhook.test';

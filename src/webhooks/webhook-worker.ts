@@ -41,7 +41,7 @@ import { signatureHeader } from './signing.ts';
  *
  * Old history goes by a sweep every hour (WEBHOOK_RETENTION).
  */
-export interface WebhookWorkerDeps {
+interface WebhookWorkerDeps {
   database: DatabaseHandle;
   config: Config;
   queue: JobQueue;
@@ -76,7 +76,7 @@ const AFTER_JOB_MS = 50;
 const WAKE_SPACING_MS = 10;
 
 /** Exponential backoff with jitter: base × 2^(n−1), capped at 12 h, scaled by a random 50–100 %. */
-export function retryDelay(baseMs: number, attempt: number): number {
+function retryDelay(baseMs: number, attempt: number): number {
   const exponential = Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.min(attempt - 1, 30));
   return Math.round(exponential * (0.5 + Math.random() * 0.5));
 }

@@ -5,7 +5,7 @@ import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 
-/** The three owned resources of DESIGN.md §7, each with a valid create and update body. */
+/** The three owned resources of docs/contacts.md, each with a valid create and update body. */
 const RESOURCES = [
   {
     path: 'contacts',

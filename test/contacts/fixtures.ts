@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { asKey } from '../support/client.ts';
 import type { Shape } from '../support/shapes.ts';
 
-/** The API shapes of DESIGN.md §7's supporting resources, checked exactly by assertShape. */
+/** The API shapes of the supporting resources (docs/contacts.md), checked exactly by assertShape. */
 export const CONTACT: Shape = {
   id: 'integer',
   user_id: 'integer',

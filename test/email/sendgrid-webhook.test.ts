@@ -12,7 +12,7 @@ import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 
-/** SendGrid's signed Event Webhook feeding the delivery ledger (PROVIDERS.md, DESIGN.md §8). */
+/** SendGrid's signed Event Webhook feeding the delivery ledger (docs/sendgrid.md). */
 describe('SendGrid event webhook', () => {
   let t: TestApp;
   let owner: Actor;

@@ -5,7 +5,7 @@ import { type Actor, createTeam, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 /**
- * DESIGN.md §5: User / Team Administrator / Administrator × own / teammate / other team /
+ * The access rule (README, "API conventions"): User / Team Administrator / Administrator × own / teammate / other team /
  * nonexistent, on every user and API-key endpoint. `/users/{id}/…` answers 403 for ids the caller
  * may not reach, nonexistent ones included, except to Administrators (404); `/api_keys/{id}`
  * answers 404 for what does not exist and 403 for what exists out of reach.

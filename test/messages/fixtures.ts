@@ -9,7 +9,7 @@ import type { TestApp } from '../support/test-app.ts';
 
 /**
  * The two message resources of the specification, their shapes declared once from its tables
- * (DESIGN.md §6 decides the nullables it leaves open), and helpers that make what a valid body
+ * (docs/decisions.md decides the nullables it leaves open), and helpers that make what a valid body
  * needs: audio media, tags, contacts, signatures, library templates.
  */
 

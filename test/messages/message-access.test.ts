@@ -6,7 +6,7 @@ import { startTestApp, type TestApp } from '../support/test-app.ts';
 import { createMessage, KINDS } from './fixtures.ts';
 
 /**
- * DESIGN.md §5's access rules on both message resources: User, Team Administrator and Administrator
+ * The access rule (README, "API conventions") on both message resources: User, Team Administrator and Administrator
  * against their own, a teammate's, another team's and nonexistent messages and users.
  */
 describe('message access rules', () => {

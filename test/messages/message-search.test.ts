@@ -26,7 +26,7 @@ type Case = [query: string, matches: (row: Row) => boolean];
 const has = (text: unknown, part: string) => typeof text === 'string' && text.toLowerCase().includes(part.toLowerCase());
 
 /**
- * Search on both message resources (DESIGN.md §6): 18 messages of varied fields, paged in id
+ * Search on both message resources (docs/contacts.md, "Search"): 18 messages of varied fields, paged in id
  * order, every filter kind, OR within and across filters, bad parameters, deleted rows hidden.
  */
 describe('message search', () => {

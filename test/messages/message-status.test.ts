@@ -5,7 +5,7 @@ import { type Actor, assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 import { apiTime, type Client, createMessage, forceStatus, KINDS } from './fixtures.ts';
 
-/** DESIGN.md §6's status and schedule rules, the same for voicemail drops and templated emails. */
+/** The status and schedule rules (docs/sending.md, "A message's life"), the same for voicemail drops and templated emails. */
 describe('message status and schedule', () => {
   let t: TestApp;
   let owner: Actor;

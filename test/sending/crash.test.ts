@@ -17,7 +17,7 @@ import { type SmtpSink, startSmtpSink } from './support/smtp-sink.ts';
 import { waitFor } from './support/wait.ts';
 
 /**
- * Crash safety (DESIGN.md §8), with real processes: a worker (`node src/main.ts`) is killed with
+ * Crash safety (docs/sending.md, "Crash safety and the duplicate window"), with real processes: a worker (`node src/main.ts`) is killed with
  * SIGKILL in the middle of a 2,000-recipient send, a new one finishes it. Every contact ends with
  * exactly one delivery, every delivery is recorded sent once, and the SMTP server saw each
  * Message-ID once — except inside the window docs/sending.md describes: a delivery the dead worker

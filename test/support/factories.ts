@@ -36,7 +36,7 @@ export async function createUser(
 
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 
-/** The problem+json shape of DESIGN.md §4, with the status it must carry. */
+/** The problem+json shape (README, "API conventions"), with the status it must carry. */
 export function assertProblem(reply: { status: number; headers: Record<string, unknown>; body: any }, status: number, code?: string): void {
   assert.equal(reply.status, status, JSON.stringify(reply.body));
   assert.match(String(reply.headers['content-type']), /^application\/problem\+json/);

@@ -21,7 +21,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
   // One row per failed sign-in and per subject ('account:<email>' and 'address:<ip>'), kept only
   // for the throttling window. In the database, not in memory, because every API process must
-  // see the same count (DESIGN.md §2: API processes are stateless and many).
+  // see the same count (README, "Running at scale": API processes are stateless and many).
   await sql`
     CREATE TABLE web_sign_in_failures (
       id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

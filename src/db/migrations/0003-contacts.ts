@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 
-// Contacts, tags, signatures and the templated-message library (DESIGN.md §7). One statement per
+// Contacts, tags, signatures and the templated-message library (docs/contacts.md). One statement per
 // query: PGlite runs prepared statements only.
 //
 // Every owned table leads its indexes with user_id, and the link table carries user_id too, so a

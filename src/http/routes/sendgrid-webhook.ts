@@ -7,7 +7,7 @@ import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { EventReceipt, problems } from '../schemas.ts';
 
 /** SendGrid flushes at 768 KB per post; the margin covers larger custom arguments. */
-export const WEBHOOK_BODY_LIMIT = 5 * 1024 * 1024;
+const WEBHOOK_BODY_LIMIT = 5 * 1024 * 1024;
 
 /**
  * `POST /v3/webhooks/sendgrid`: SendGrid's signed Event Webhook. No API key (SendGrid cannot send

@@ -18,7 +18,7 @@ import type { RoutePlugin } from '../context.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 
-/** The templated-message library: every user reads it, Administrators maintain it (DESIGN.md §6). */
+/** The templated-message library: every user reads it, Administrators maintain it (docs/contacts.md, "The templated message library"). */
 export const templatedMessageRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['Templated messages'];
   const errors = problems(...AUTHENTICATED_ERRORS);

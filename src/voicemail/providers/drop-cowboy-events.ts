@@ -10,11 +10,9 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  *   latter with `proof_of_delivery_url`); no `foreign_id`, no `message_id`;
  * - the per-send `callback_url` post, unsigned, flat, echoing `foreign_id`.
  */
-export const DROPCOWBOY_MAX_SKEW_SECONDS = 300;
-export const DROPCOWBOY_EVENTS = ['contact.rvm.status', 'contact.rvm.receipt'] as const;
-export type DropCowboyEventType = (typeof DROPCOWBOY_EVENTS)[number];
+const DROPCOWBOY_MAX_SKEW_SECONDS = 300;
 
-export type SignatureCheck = { ok: true } | { ok: false; code: 'missing_signature' | 'stale_timestamp' | 'invalid_signature' };
+type SignatureCheck = { ok: true } | { ok: false; code: 'missing_signature' | 'stale_timestamp' | 'invalid_signature' };
 
 /**
  * CONTRACT.md's check: `X-Signature: sha256=<hex HMAC-SHA256(secret, X-Timestamp + "." + raw
@@ -72,7 +70,7 @@ export function readDropCowboyWebhook(body: unknown, headerEventId: string | und
   return { eventId, event, occurredAt: eventAt && !Number.isNaN(eventAt.getTime()) ? eventAt : undefined, ...readResult(data, 'to') };
 }
 
-export interface DropCowboyCallback extends DropCowboyResult {
+interface DropCowboyCallback extends DropCowboyResult {
   foreignId: string | undefined;
   occurredAt: Date | undefined;
 }
@@ -156,6 +154,6 @@ function text(value: unknown): string | undefined {
   return undefined;
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> {
+function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -15,8 +15,8 @@ import type { VoicemailAdapter } from '../providers.ts';
  * be tried without a provider account. The report is a delayed job, not a timer: it survives the
  * worker process that sent the drop.
  */
-export const SANDBOX_SOURCE = 'sandbox';
-export const SANDBOX_QUEUE = 'voicemail-sandbox-outcome';
+const SANDBOX_SOURCE = 'sandbox';
+const SANDBOX_QUEUE = 'voicemail-sandbox-outcome';
 const FAILING_SUFFIX = '0000';
 
 interface SandboxJob {

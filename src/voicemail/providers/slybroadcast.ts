@@ -67,7 +67,7 @@ export function slybroadcastAdapter(config: SlybroadcastConfig, dispositionUrl: 
  * that is neither is not retried either — the drop may have been accepted, and a second one to
  * the same person is worse than none.
  */
-export function readSubmitReply(text: string): SubmitResult {
+function readSubmitReply(text: string): SubmitResult {
   const lines = text
     .replace(/^\uFEFF/, '')
     .split(/\r?\n/)

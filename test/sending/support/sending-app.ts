@@ -121,7 +121,7 @@ export async function reasonOf(s: SendingApp, id: number): Promise<string | null
   return row.reason;
 }
 
-/** Sum of sent and failed: what DESIGN.md §8 says the deliveries add up to when a message is Sent. */
+/** Sum of sent and failed: what docs/sending.md says the deliveries add up to when a message is Sent. */
 export function handedOver(reporting: { sent: number; failed: number }): number {
   return reporting.sent + reporting.failed;
 }

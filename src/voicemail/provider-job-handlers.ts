@@ -6,13 +6,13 @@ import { findDelivery, handedOverVoicemails } from '../sending/deliveries.ts';
 import { isPending } from '../sending/delivery-states.ts';
 import { type Clock, inRealTime } from '../time.ts';
 import { recordOutcomes } from './dispositions.ts';
-import { type CancelledJob, type DeliveryJob, ensureProviderQueue, PROVIDER_QUEUES, sendProviderJob } from './provider-jobs.ts';
+import { type CancelledJob, type DeliveryJob, ensureProviderQueue, PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
 import { readCallStatus, SLYBROADCAST_SOURCE, slybroadcastControl } from './providers/slybroadcast.ts';
 import { applyEarlyResult } from './results.ts';
 import { findSubmission, noteChecked } from './submissions.ts';
 
 /** Status checks per Slybroadcast delivery before it is left `sent`. */
-export const SLYBROADCAST_MAX_CHECKS = 6;
+const SLYBROADCAST_MAX_CHECKS = 6;
 
 interface Deps {
   db: Db;
@@ -22,8 +22,8 @@ interface Deps {
   log: FastifyBaseLogger;
 }
 
-/** Works the providers' jobs (provider-jobs.ts) in worker processes; returns how to stop. */
-export async function startProviderWork(deps: Deps): Promise<() => Promise<void>> {
+/** Works the providers' jobs (provider-queues.ts) in worker processes; returns how to stop. */
+export async function startProviderJobHandlers(deps: Deps): Promise<() => Promise<void>> {
   const { db, config, clock, log } = deps;
   const { boss } = deps.queue;
   for (const name of Object.values(PROVIDER_QUEUES)) await ensureProviderQueue(boss, name);

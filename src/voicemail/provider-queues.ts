@@ -15,7 +15,7 @@ export const PROVIDER_QUEUES = {
   check: 'voicemail-result-check',
   cancelled: 'message-cancelled',
 } as const;
-export type ProviderQueue = (typeof PROVIDER_QUEUES)[keyof typeof PROVIDER_QUEUES];
+type ProviderQueue = (typeof PROVIDER_QUEUES)[keyof typeof PROVIDER_QUEUES];
 
 export interface DeliveryJob {
   deliveryId: number;
