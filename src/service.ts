@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from './config.ts';
 import { openDatabase } from './db/database.ts';
 import { openJobQueue } from './db/job-queue.ts';
 import { DatabaseInUseError } from './db/pglite-lock.ts';
-import type { App } from './http/context.ts';
+import type { App } from './http/fastify-types.ts';
 import { type BootstrapResult, bootstrapAdministrator } from './identity/bootstrap.ts';
 import { createLogger } from './log.ts';
 import { systemClock } from './time.ts';

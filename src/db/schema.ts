@@ -51,7 +51,7 @@ export interface ApiKeysTable {
   key_hash: Buffer;
   /** The user who made the key (the user themself or an Administrator); null for keys older than migration 0022. */
   created_by: number | null;
-  created_at: Timestamp;
+  created_at: ClockTimestamp;
   last_used_at: NullableTimestamp;
   revoked_at: NullableTimestamp;
 }

@@ -1,6 +1,6 @@
 import type { Insertable } from 'kysely';
 import { type Static, Type } from 'typebox';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { TemplatedEmailRow, TemplatedEmailsTable } from '../db/schema.ts';

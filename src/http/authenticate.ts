@@ -2,15 +2,15 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import { hashApiKey, parseApiKey } from '../api-key-format.ts';
+import type { AppContext } from '../app-context.ts';
 import type { Config } from '../config.ts';
-import type { AppContext } from '../context.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
 import type { Principal } from '../identity/access.ts';
 import { findKeyOwner, touchApiKey } from '../identity/api-keys.ts';
 import { rankOf } from '../identity/roles.ts';
 import { type Clock, formatTimestamp } from '../time.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
 /** `last_used_at` is written at most once a minute per key, so reads stay read-only on the hot path. */
@@ -121,7 +121,7 @@ const MAX_CACHED = 10_000;
 const caches = new WeakMap<Db, PrincipalCache>();
 
 /** Lets `authenticate` keep principals for this database, forgotten on every change (see PrincipalCache). */
-export async function cachePrincipals(database: DatabaseHandle): Promise<void> {
+async function cachePrincipals(database: DatabaseHandle): Promise<void> {
   if (caches.has(database.db)) return;
   let cache: PrincipalCache | undefined;
   const { listening } = await database.listen('hopper_principals', (payload) => cache?.noticed(payload));
@@ -139,7 +139,7 @@ const PRINCIPAL_WRITES = /^\/(?:v3\/api_keys\/|v3\/users\/[^/]+(?:\/cancel)?$|ac
  * After a successful write that may change a principal (see PRINCIPAL_WRITES), before it is
  * answered: forgets this process's principals and waits until every process has been told.
  */
-export async function settlePrincipalsAfterWrite(db: Db, method: string, routeUrl: string | undefined, status: number): Promise<void> {
+async function settlePrincipalsAfterWrite(db: Db, method: string, routeUrl: string | undefined, status: number): Promise<void> {
   if (method === 'GET' || method === 'HEAD') return;
   if (status >= 400 || !routeUrl || !PRINCIPAL_WRITES.test(routeUrl)) return;
   await caches.get(db)?.settle();
@@ -154,7 +154,7 @@ function unauthorized(message: string, error?: 'invalid_token'): HttpError {
  * Who sends a request: the user behind its Bearer key, or a 401 problem to answer. A key whose
  * form or checksum is wrong is refused before any database work.
  */
-export async function identify(request: FastifyRequest, db: Db, clock: Clock): Promise<Principal | HttpError> {
+async function identify(request: FastifyRequest, db: Db, clock: Clock): Promise<Principal | HttpError> {
   const header = request.headers.authorization;
   if (!header) return unauthorized('Send your API key in the header Authorization: Bearer <API key>.');
   const match = /^Bearer +(\S+) *$/i.exec(header);
@@ -181,7 +181,7 @@ export async function identify(request: FastifyRequest, db: Db, clock: Clock): P
  * The account's state: a cancelled account keeps reads and deletes for the grace period (so its
  * owner can take data out), then loses everything.
  */
-export function refuseCancelled(user: UserRow, method: string, config: Config, now: Date): void {
+function refuseCancelled(user: UserRow, method: string, config: Config, now: Date): void {
   if (user.status !== 'Cancelled' || !user.cancelled_at) return;
   const graceEnds = new Date(user.cancelled_at.getTime() + config.gracePeriodMs);
   const cancelled = formatTimestamp(user.cancelled_at);

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { validationError } from '../errors.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError, securityHeaders } from './problems.ts';
 
 /**
@@ -8,7 +8,7 @@ import { HttpError, securityHeaders } from './problems.ts';
  * through so that the refusal (431) is made here, where the method is known — a HEAD gets no body —
  * rather than by the parser (clientErrorResponse, for what is larger still).
  */
-export const HEADER_LIMIT = 16 * 1024;
+const HEADER_LIMIT = 16 * 1024;
 export const PARSER_HEADER_LIMIT = 4 * HEADER_LIMIT;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { Clock } from '../time.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
 /**

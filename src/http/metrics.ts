@@ -1,12 +1,12 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import { dueJobs } from '../db/job-queue.ts';
 import { countMessagesByStatus } from '../messages/message-tables.ts';
 import { countDeliveriesByState, countDeliveriesSentSince } from '../sending/deliveries.ts';
 import { countDeliveryEvents } from '../sending/delivery-events.ts';
 import { countWebhookAttempts, countWebhookDeliveriesPending } from '../webhooks/deliveries.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
 /**

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import swagger from '@fastify/swagger';
 import type { Config } from '../config.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import './openapi-names.ts';
 import { API_INTRODUCTION, finishDocument, type RouteInfo, routeSchema } from './openapi-document.ts';
 

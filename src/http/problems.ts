@@ -2,7 +2,7 @@ import type { FastifyError, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { isDatabaseUnavailable } from '../db/errors.ts';
 import { DomainError, type DomainErrorCode } from '../errors.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { toValidationError } from './validation.ts';
 
 /**

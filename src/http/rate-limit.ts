@@ -2,9 +2,9 @@ import rateLimit, { type FastifyRateLimitStore } from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
 /**
@@ -23,7 +23,7 @@ import { HttpError } from './problems.ts';
 const WINDOW_MS = 60_000;
 
 /** The identity a request is counted against, once authentication has run. */
-export function rateLimitKey(request: FastifyRequest): string {
+function rateLimitKey(request: FastifyRequest): string {
   const principal = request.principal;
   return principal?.keyId != null ? `key:${principal.keyId}` : `ip:${request.ip}`;
 }

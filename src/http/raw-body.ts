@@ -1,4 +1,4 @@
-import type { App } from './context.ts';
+import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { type ExpressionBuilder, type ExpressionWrapper, type SqlBool, sql } from 'kysely';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { Database, UserRow } from '../db/schema.ts';
-import { DomainError } from '../errors.ts';
+import { DomainError, notFound } from '../errors.ts';
 import { RANK, ROLE_NAMES, rankOf } from './roles.ts';
 
 /** Who is calling: the user behind the API key (or session) of this request. */
@@ -26,14 +26,14 @@ export interface Principal {
  * role, so they can neither take over nor demote a peer. `reachableUsers` below is the `read`
  * rule as SQL, for listings.
  */
-export function allows(principal: Principal, target: UserRef, strength: 'read' | 'manage'): boolean {
+function allows(principal: Principal, target: UserRef, strength: 'read' | 'manage'): boolean {
   if (principal.rank >= RANK.Administrator || target.id === principal.userId) return true;
   if (principal.rank < RANK['Team Administrator'] || principal.teamId === null || target.team_id !== principal.teamId) return false;
   const rank = rankOf(target.roles);
   return strength === 'read' ? rank <= principal.rank : rank < principal.rank;
 }
 
-export function canReach(principal: Principal, target: UserRef): boolean {
+function canReach(principal: Principal, target: UserRef): boolean {
   return allows(principal, target, 'read');
 }
 
@@ -76,7 +76,7 @@ export function visibleTeams(principal: Principal) {
  */
 export function requireReachableUser<T extends UserRef>(principal: Principal, target: T | undefined, id: number): T {
   if (target && canReach(principal, target)) return target;
-  if (!target && principal.rank >= RANK.Administrator) throw new DomainError('not_found', `User ${id} does not exist.`);
+  if (!target && principal.rank >= RANK.Administrator) throw notFound('User', id);
   throw new DomainError('forbidden', `You may not access user ${id}.`);
 }
 
@@ -85,7 +85,7 @@ export function requireReachableUser<T extends UserRef>(principal: Principal, ta
  * reach is forbidden. Returns what was found (a row with its owner, or a message read).
  */
 export function requireReachable<T extends { owner: UserRef }>(principal: Principal, found: T | undefined, what: string, id: number): T {
-  if (!found) throw new DomainError('not_found', `${what} ${id} does not exist.`);
+  if (!found) throw notFound(what, id);
   if (!canReach(principal, found.owner)) throw new DomainError('forbidden', `You may not access ${what.toLowerCase()} ${id}.`);
   return found;
 }

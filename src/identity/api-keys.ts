@@ -10,6 +10,7 @@ import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import type { Principal } from './access.ts';
 import { RANK } from './roles.ts';
+import { lockUser } from './users.ts';
 
 /**
  * API keys: anyone who may reach a user may list them; the user themself, an Administrator, or a
@@ -62,7 +63,7 @@ export function requireMintable(principal: Principal, owner: UserRef): void {
   );
 }
 
-export interface NewKeyOptions {
+interface NewKeyOptions {
   /** Who makes it: the user themself, or an Administrator. */
   createdBy: number;
   now: Date;
@@ -84,7 +85,7 @@ export async function createApiKey(db: Db, userId: number, name: string, options
   if (limit === undefined) return { key, row: await insert(db) };
   const row = await db.transaction().execute(async (trx) => {
     // The user's row locked: two mints at once cannot both take the last free place.
-    await trx.selectFrom('users').select('id').where('id', '=', userId).forUpdate().execute();
+    await lockUser(trx, userId);
     const { live } = await trx
       .selectFrom('api_keys')
       .select((eb) => eb.fn.countAll<number>().as('live'))
@@ -144,4 +145,14 @@ export async function revokeApiKey(db: Db, id: number, now: Date): Promise<void>
 
 export async function touchApiKey(db: Db, id: number, at: Date): Promise<void> {
   await db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).execute();
+}
+
+/** The key with this digest and its holder, revoked or not (BOOTSTRAP_ADMIN_KEY is looked for so). */
+export async function findKeyByDigest(db: Db, digest: Buffer): Promise<{ id: number; user_id: number } | undefined> {
+  return db.selectFrom('api_keys').select(['id', 'user_id']).where('key_hash', '=', digest).executeTakeFirst();
+}
+
+/** Makes a revoked key live again (only the operator's BOOTSTRAP_ADMIN_KEY is ever restored). */
+export async function restoreApiKey(db: Db, id: number): Promise<void> {
+  await db.updateTable('api_keys').set({ revoked_at: null }).where('id', '=', id).execute();
 }

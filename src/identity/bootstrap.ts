@@ -4,7 +4,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { NewUser } from '../db/schema.ts';
 import { type Clock, systemClock } from '../time.ts';
-import { createApiKey } from './api-keys.ts';
+import { createApiKey, findKeyByDigest, restoreApiKey } from './api-keys.ts';
 import { generatePassword, hashPassword } from './passwords.ts';
 import { anyUserExists, emailTaken, firstActiveAdministrator, insertUser, reinstateAdministrator } from './users.ts';
 
@@ -50,9 +50,9 @@ export async function bootstrapAdministrator(db: Db, config: Config, clock: Cloc
  * `admin@localhost` address) when there is none. Returns the holder's id.
  */
 async function holdConfiguredKey(trx: Db, key: string, now: Date): Promise<number> {
-  const existing = await trx.selectFrom('api_keys').select(['id', 'user_id']).where('key_hash', '=', hashApiKey(key)).executeTakeFirst();
+  const existing = await findKeyByDigest(trx, hashApiKey(key));
   if (existing) {
-    await trx.updateTable('api_keys').set({ revoked_at: null }).where('id', '=', existing.id).execute();
+    await restoreApiKey(trx, existing.id);
     await reinstateAdministrator(trx, existing.user_id, now);
     return existing.user_id;
   }

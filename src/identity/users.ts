@@ -325,11 +325,11 @@ export async function keepingAnAdministrator<T>(db: Db, target: UserRef, what: s
 }
 
 /** Whether `user` is an active Administrator (whose loss `keepingAnAdministrator` guards). */
-export function isActiveAdministrator(user: Pick<UserRow, 'roles' | 'status' | 'deleted_at'>): boolean {
+function isActiveAdministrator(user: Pick<UserRow, 'roles' | 'status' | 'deleted_at'>): boolean {
   return user.roles.includes('Administrator') && user.status === 'Active' && user.deleted_at === null;
 }
 
-export async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {
+async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {
   return uniqueOn(
     'email',
     db
@@ -396,4 +396,9 @@ export async function reinstateAdministrator(db: Db, userId: number, now: Date):
       eb.or([eb('status', '!=', 'Active'), eb('deleted_at', 'is not', null), sql<boolean>`NOT ('Administrator' = ANY (roles))`]),
     )
     .execute();
+}
+
+/** Locks a user's row until the transaction ends: writes that count something of the user's take turns. */
+export async function lockUser(trx: Db, id: number): Promise<void> {
+  await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute();
 }

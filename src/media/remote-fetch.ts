@@ -4,14 +4,14 @@ import { DomainError } from '../errors.ts';
 import { connectionLookup, urlProblem } from '../net/address-guard.ts';
 import { mediaRejected } from './errors.ts';
 
-export interface RemoteFetchOptions {
+interface RemoteFetchOptions {
   timeoutMs: number;
   maxBytes: number;
   /** Allow loopback and private addresses (tests, or a deliberately internal deployment). */
   allowPrivate: boolean;
 }
 
-export interface RemoteFile {
+interface RemoteFile {
   /** The response body; it errors if the deadline passes while it is still arriving. */
   stream: IncomingMessage;
   /** Aborts when the deadline passes; tells a timeout from other transfer errors. */

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import { validationError } from '../errors.ts';

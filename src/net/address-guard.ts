@@ -44,7 +44,7 @@ for (const [network, prefix] of [
 }
 
 /** True for an internal address, and for anything that is not an IP address at all. */
-export function isPrivateAddress(address: string): boolean {
+function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   return family === 0 || PRIVATE.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }

@@ -1,7 +1,7 @@
 import type { Insertable } from 'kysely';
 import { type Static, Type } from 'typebox';
+import type { AppContext } from '../app-context.ts';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from '../contacts/phone.ts';
-import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';

@@ -1,8 +1,8 @@
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import { DomainError } from '../errors.ts';
-import type { App } from '../http/context.ts';
+import type { App } from '../http/fastify-types.ts';
 import { createApiKey, findLiveApiKey, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
 import { changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';

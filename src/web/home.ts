@@ -1,4 +1,4 @@
-import type { App } from '../http/context.ts';
+import type { App } from '../http/fastify-types.ts';
 import { PROBLEMS, type ProblemCode } from '../http/problems.ts';
 import { PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 

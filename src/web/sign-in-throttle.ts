@@ -28,7 +28,7 @@ const subjects = (email: string, address: string) =>
   ] as const;
 
 /** An attempt may go ahead (its reservation, to give back if the password was right), or must wait. */
-export type SignInAttempt = { ok: true; reserved: number[] } | { ok: false; waitSeconds: number };
+type SignInAttempt = { ok: true; reserved: number[] } | { ok: false; waitSeconds: number };
 
 /** Reserves one password check for this email from this address, or says how long to wait first. */
 export async function reserveSignInAttempt(db: Db, email: string, address: string, now: Date): Promise<SignInAttempt> {

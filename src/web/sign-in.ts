@@ -1,7 +1,7 @@
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.ts';
-import type { App } from '../http/context.ts';
+import type { AppContext } from '../app-context.ts';
+import type { App } from '../http/fastify-types.ts';
 import { PASSWORD_MAX_LENGTH, verifyPassword } from '../identity/passwords.ts';
 import { findSignInUser } from '../identity/users.ts';
 import { newSignInToken, SIGN_IN_COOKIE } from './csrf.ts';

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import { loadTrackingTokens } from '../email/tokens.ts';
 import { recordUnsubscribe } from '../email/tracking.ts';
-import type { App } from '../http/context.ts';
+import type { App } from '../http/fastify-types.ts';
 import { recipientStatus } from '../sending/deliveries.ts';
 import { renderView } from './render.ts';
 

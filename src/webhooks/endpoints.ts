@@ -63,7 +63,7 @@ export const WEBHOOK_FILTERS: Filters = { id: { kind: 'id', column: 'id' }, url:
  * The URL rules that can be checked when an endpoint is saved (net/address-guard.ts). Names are
  * resolved, and checked again, at every delivery (a name can change what it points at).
  */
-export function endpointUrlProblem(text: string, rules: UrlRules): string | undefined {
+function endpointUrlProblem(text: string, rules: UrlRules): string | undefined {
   return URL.canParse(text) ? urlProblem(new URL(text), rules) : 'must be an absolute URL';
 }
 

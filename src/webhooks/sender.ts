@@ -17,7 +17,7 @@ import { connectionLookup, RefusedAddress, urlProblem } from '../net/address-gua
  * request, certificate authorities included (a few hundred kilobytes with WEBHOOK_CA_FILE), which
  * cost more than the post itself.
  */
-export interface PostResult {
+interface PostResult {
   /** The HTTP status, when the endpoint answered. */
   status: number | null;
   /** Why it failed, when it did (non-2xx, timeout, refused address, connection error). */

@@ -96,8 +96,6 @@ describe('one clock', () => {
     assert.ok(columns.length > 30, 'the schema has its timestamp columns');
     const early: string[] = [];
     for (const { table, column } of columns) {
-      // API keys are made by identity/api-keys.ts, reworked for issue 21: it takes the clock there.
-      if (table === 'api_keys' && column === 'created_at') continue;
       const { rows } = await sql<{ n: number }>`
         SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE ${sql.ref(column)} < ${CLOCK}`.execute(t.database.db);
       if ((rows[0]?.n ?? 0) > 0) early.push(`${table}.${column} (${rows[0]?.n} rows)`);

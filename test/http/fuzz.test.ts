@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 

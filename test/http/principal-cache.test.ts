@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { buildApp } from '../../src/app.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { openJobQueue } from '../../src/db/job-queue.ts';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { createUser } from '../support/factories.ts';

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { buildApp } from '../../src/app.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { openJobQueue } from '../../src/db/job-queue.ts';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { freePort } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { asKey, type Reply } from '../support/client.ts';
 
 /** A real 16-bit mono PCM WAV: a 440 Hz tone of `seconds` at `rate` samples a second. */

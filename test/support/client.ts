@@ -1,4 +1,4 @@
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 
 export interface Reply<T = any> {
   status: number;

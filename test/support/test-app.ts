@@ -7,7 +7,7 @@ import { type AppOptions, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { type JobQueue, openJobQueue } from '../../src/db/job-queue.ts';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { App } from '../../src/http/context.ts';
+import type { App } from '../../src/http/fastify-types.ts';
 import { asKey } from '../support/client.ts';
 import type { TestApp } from '../support/test-app.ts';
 

@@ -13,7 +13,7 @@ import {
 } from '../../identity/api-keys.ts';
 import { keepingAnAdministrator } from '../../identity/users.ts';
 import { Success } from '../../json-schema.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { ContactBody } from '../../contacts/contacts.ts';
 import { ImportResult, importContacts, MAX_IMPORT_BYTES, readCsv, readJsonLines } from '../../contacts/import.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { AUTHENTICATED_ERRORS, problems, UserIdParams } from '../schemas.ts';
 import { toValidationError, validatorCompiler } from '../validation.ts';

@@ -1,5 +1,5 @@
-import type { AppContext } from '../../context.ts';
-import type { App, RoutePlugin } from '../context.ts';
+import type { AppContext } from '../../app-context.ts';
+import type { App, RoutePlugin } from '../fastify-types.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { contactImportRoutes } from './contact-import.ts';
 import { contactRoutes } from './contacts.ts';

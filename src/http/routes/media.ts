@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import multipart from '@fastify/multipart';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type Static, Type } from 'typebox';
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import type { MediaRow } from '../../db/schema.ts';
 import { validationError } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
@@ -23,7 +23,7 @@ import {
 import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
 import { dropsPlayingMedia } from '../../messages/message-tables.ts';
 import { parseRange } from '../byte-range.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { HttpError } from '../problems.ts';

@@ -1,8 +1,8 @@
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import { credentialsMatch, readPostmarkRecord } from '../../email/postmark-events.ts';
 import { checkSnsMessage, readSesNotification, type SnsFetch, snsUrl } from '../../email/ses-events.ts';
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { EventReceipt, problems } from '../schemas.ts';
 

@@ -1,7 +1,7 @@
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import { checkSignature, readSendgridBatch } from '../../email/sendgrid-events.ts';
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { EventReceipt, problems } from '../schemas.ts';

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import { StringEnum } from '../../json-schema.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 

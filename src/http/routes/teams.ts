@@ -1,5 +1,5 @@
 import { createTeam, findVisibleTeam, searchTeams, TEAM_FILTERS, Team, TeamBody, toApiTeam } from '../../identity/teams.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 

@@ -15,7 +15,7 @@ import { Success } from '../../json-schema.ts';
 import { findEmail } from '../../messages/message-tables.ts';
 import { searchDeliveries } from '../../sending/deliveries.ts';
 import { DELIVERY_FILTERS, Delivery, toApiDelivery } from '../../sending/delivery-listing.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 

@@ -14,7 +14,7 @@ import { notFound } from '../../errors.ts';
 import { requireRank } from '../../identity/access.ts';
 import { RANK } from '../../identity/roles.ts';
 import { Success } from '../../json-schema.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 

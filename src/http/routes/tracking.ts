@@ -1,8 +1,8 @@
 import { Type } from 'typebox';
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import { loadTrackingTokens } from '../../email/tokens.ts';
 import { findClickTarget, recordClick, recordOpen } from '../../email/tracking.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { problems } from '../schemas.ts';
 

@@ -1,12 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Type } from 'typebox';
-import type { AppContext } from '../../context.ts';
+import type { AppContext } from '../../app-context.ts';
 import { DomainError } from '../../errors.ts';
 import { recordOutcomes } from '../../voicemail/dispositions.ts';
 import { readDropCowboyWebhook, verifyDropCowboySignature } from '../../voicemail/providers/drop-cowboy-events.ts';
 import { readDispositions, SLYBROADCAST_SOURCE, slybroadcastCallbackToken } from '../../voicemail/providers/slybroadcast.ts';
 import { recordDropCowboyCallback, recordDropCowboyEvent } from '../../voicemail/results.ts';
-import type { App } from '../context.ts';
+import type { App } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { EventReceipt, problems } from '../schemas.ts';

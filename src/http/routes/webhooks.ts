@@ -17,7 +17,7 @@ import {
   WebhookEndpoint,
   WebhookEndpointWithSecret,
 } from '../../webhooks/endpoints.ts';
-import type { RoutePlugin } from '../context.ts';
+import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 

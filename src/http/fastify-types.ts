@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
-import type { AppContext } from '../context.ts';
+import type { AppContext } from '../app-context.ts';
 import type { UserRow } from '../db/schema.ts';
 import type { Principal } from '../identity/access.ts';
 
