@@ -71,15 +71,19 @@ function selectDrops(db: Db) {
 type Joined<K extends MessageKind> = Awaited<ReturnType<ReturnType<typeof selectMessages<K>>['executeTakeFirstOrThrow']>>;
 type JoinedDrop = Awaited<ReturnType<ReturnType<typeof selectDrops>['executeTakeFirstOrThrow']>>;
 
-function toView<K extends MessageKind>({ reporting, owner, ...row }: Joined<K>): MessageView<MessageRows[K]> {
-  const message = row as unknown as MessageRows[K];
-  return { row: message, reporting: { date: null, ...reporting }, owner: { id: message.user_id, ...owner } };
+/** The nested values of a joined row, as its message's view has them. */
+function view<Row extends { user_id: number }>(row: Row, reporting: Record<Counter, number>, owner: Omit<UserRef, 'id'>): MessageView<Row> {
+  return { row, reporting: { date: null, ...reporting }, owner: { id: row.user_id, ...owner } };
 }
 
-function toDropView({ media, ...joined }: JoinedDrop): DropView {
+function toEmailView({ reporting, owner, ...row }: Joined<'templated_email'>): EmailView {
+  return view<TemplatedEmailRow>(row, reporting, owner);
+}
+
+function toDropView({ reporting, owner, media, ...row }: JoinedDrop): DropView {
   const { created_at, updated_at, deleted_at } = media;
   return {
-    ...toView<'voicemail_drop'>(joined),
+    ...view<VoicemailDropRow>(row, reporting, owner),
     // JSON has no timestamps: the media item's come as text.
     media: {
       ...media,
@@ -109,7 +113,7 @@ export async function findDrop(db: Db, id: number): Promise<DropView | undefined
 /** A live templated email with its counters and owner; undefined when there is none or it was deleted. */
 export async function findEmail(db: Db, id: number): Promise<EmailView | undefined> {
   const [joined] = await emailById(db, id);
-  return joined && toView<'templated_email'>(joined);
+  return joined && toEmailView(joined);
 }
 
 /**
@@ -150,7 +154,7 @@ export async function pageOfDrops(db: Db, ownerId: number, params: SearchParams,
 /** One page of an owner's templated emails, filtered by `filters` (the kind's). */
 export async function pageOfEmails(db: Db, ownerId: number, params: SearchParams, filters: Filters, totals: CountCache) {
   const page = await pageOf(db, 'templated_email', ownerId, params, filters, totals, (ids) => emailsByIds(db, ids));
-  return { ...page, rows: page.rows.map((joined) => toView<'templated_email'>(joined as Joined<'templated_email'>)) };
+  return { ...page, rows: page.rows.map((joined) => toEmailView(joined as Joined<'templated_email'>)) };
 }
 
 /** Drops that will still play this media item (Scheduled or Sending), by id and name. */
