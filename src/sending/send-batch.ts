@@ -72,7 +72,7 @@ type BatchEnd = 'done' | 'cancelled' | 'stopped';
 
 /**
  * Hands a batch of claimed deliveries to the channel, `sendConcurrency` at a time, and records
- * each outcome. `sent` outcomes — nearly all of them — are group-committed (SentRecorder: written
+ * each outcome. `sent` outcomes — nearly all of them — are group-committed (`sentRecorder`: written
  * at once, those that arrive meanwhile together in the next statement); other outcomes at once,
  * one by one.
  *
