@@ -63,13 +63,12 @@ export async function migrateToLatest(db: Kysely<unknown>, schema: string): Prom
   for (let attempt = 1; ; attempt++) {
     const { error, results } = await migrator.migrateToLatest();
     if (!error) return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
-    // Kysely's table check reads the catalog of every schema in the database: one that another
-    // session drops meanwhile fails it (3F000 "schema … does not exist", XX000 "cache lookup
-    // failed", or 42P01 naming a table of that other schema). Nothing has run then, and pending
-    // migrations run in one transaction: try again.
-    const { code, message } = error as { code?: string; message?: string };
-    const elsewhere = code === '42P01' && !String(message).includes(`"${schema}.`);
-    if (attempt < 10 && (code === '3F000' || code === 'XX000' || elsewhere)) {
+    // Kysely's table check reads the catalog of every schema in the database: a schema another
+    // session drops meanwhile fails it in assorted ways (3F000 "schema … does not exist", XX000
+    // "cache lookup failed", 42P01 or 42703 about one of that schema's tables — several test files
+    // share one PostgreSQL database). Without results, nothing has run (the checks and the lock
+    // come first, and pending migrations run in one transaction): try again.
+    if (attempt < 10 && results === undefined) {
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
       continue;
     }
