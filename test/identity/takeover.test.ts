@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { generateApiKey } from '../../src/api-key-format.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
+import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
@@ -79,6 +80,10 @@ describe('no lock-out', () => {
     await sql`UPDATE users SET roles = '{User}', status = 'Cancelled', cancelled_at = now(), deleted_at = now() WHERE id = ${holder}`.execute(
       t.database.db,
     );
+    // Written outside the API: noticed when its NOTIFY arrives (on a loaded machine, maybe after the next request).
+    await waitFor('the revoked key to be refused', async () => (await asKey(t.app, key).get('/v3/users')).status === 401, {
+      timeoutMs: 5_000,
+    });
     assertProblem(await asKey(t.app, key).get('/v3/users'), 401);
     const again = await bootstrapAdministrator(t.database.db, withKey);
     assert.deepEqual(again, { kind: 'configured-key', userId: holder });
