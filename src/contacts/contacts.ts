@@ -3,9 +3,9 @@ import { type Static, Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
-import type { ContactRow, ContactStatus, ContactsTable } from '../db/schema.ts';
+import type { ContactRow, ContactStatus, ContactsTable, Suppression } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { addressFreedMeanwhile, DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { addressFreedMeanwhile, DomainError, type FieldErrors, throwIfAny, validationError } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { NANP_PHONE_RULE, normalizeNanpPhone } from './phone.ts';
@@ -17,10 +17,39 @@ const CONTACT_STATUSES = [
   'Inactive - Hard Bounce',
   'Inactive - Spam Complaint',
   'Inactive - Invalid Email Address',
+  'Inactive - Repeated Soft Bounce',
 ] as const satisfies readonly ContactStatus[];
 
+/** The reason an email suppression gives for each status but Subscribed (docs/outcomes.md). */
+const EMAIL_REASONS = {
+  Unsubscribed: 'unsubscribed',
+  'Inactive - Hard Bounce': 'hard_bounce',
+  'Inactive - Spam Complaint': 'complaint',
+  'Inactive - Invalid Email Address': 'invalid_address',
+  'Inactive - Repeated Soft Bounce': 'repeated_soft_bounce',
+} as const satisfies Record<Exclude<ContactStatus, 'Subscribed'>, string>;
+
+/**
+ * Email suppressions an owner may lift: the address was judged dead or failing. Never an
+ * unsubscribe or a complaint — those are the person's own word (CAN-SPAM), undone only by them.
+ */
+const LIFTABLE_EMAIL_REASONS = ['hard_bounce', 'repeated_soft_bounce', 'invalid_address'] as const;
+
+const SuppressionSchema = Type.Object(
+  {
+    reason: Type.String({ description: "Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline" }),
+    at: Nullable({ ...Timestamp, description: 'When it was decided (null for contacts made inactive before this was recorded)' }),
+    delivery_id: Nullable({ ...Id, description: 'The delivery whose outcome decided it' }),
+    description: Nullable(Type.String({ description: "The provider's words, when it gave any" })),
+  },
+  { description: 'Why this channel no longer reaches the contact' },
+);
+
 /** The writable scalar fields of a contact, already validated and normalised. */
-export type ContactFields = Pick<Updateable<ContactsTable>, 'first_name' | 'last_name' | 'email' | 'phone' | 'time_zone' | 'status'>;
+export type ContactFields = Pick<
+  Updateable<ContactsTable>,
+  'first_name' | 'last_name' | 'email' | 'phone' | 'time_zone' | 'status' | 'email_suppression'
+>;
 
 const MAX_TAGS = 100;
 
@@ -34,6 +63,8 @@ export const Contact = Type.Object({
   phone: Nullable(Type.String({ description: '10 digits (North American numbering plan)' })),
   time_zone: Nullable(Type.String()),
   status: StringEnum(CONTACT_STATUSES),
+  email_suppression: Nullable(SuppressionSchema),
+  phone_suppression: Nullable(SuppressionSchema),
   tags: Type.Array(Type.String(), { description: 'Tag names, alphabetical' }),
   created_at: Timestamp,
   updated_at: Timestamp,
@@ -59,7 +90,7 @@ export const ContactBody = WritableBody(
       }),
     }),
   ).properties,
-  ['id', 'user_id', 'full_name', 'created_at', 'updated_at', 'deleted_at'],
+  ['id', 'user_id', 'full_name', 'email_suppression', 'phone_suppression', 'created_at', 'updated_at', 'deleted_at'],
 );
 export type ContactInput = Static<typeof ContactBody>;
 
@@ -76,14 +107,19 @@ export const CONTACT_FILTERS: Filters = {
 };
 
 /** Validates and normalises what a body changes; `current` is the stored contact on update. */
-export function contactChanges(body: ContactInput, current?: ContactRow): { fields: ContactFields; tags?: string[] } {
+export function contactChanges(body: ContactInput, now: Date, current?: ContactRow): { fields: ContactFields; tags?: string[] } {
   const errors: FieldErrors = {};
   const fields: ContactFields = {};
   // Blank names are no names: the greeting without a first name is then used.
   if (body.first_name !== undefined) fields.first_name = body.first_name?.trim() || null;
   if (body.last_name !== undefined) fields.last_name = body.last_name?.trim() || null;
   if (body.email !== undefined) fields.email = body.email;
-  if (body.status !== undefined) fields.status = body.status;
+  if (body.status !== undefined && body.status !== current?.status) {
+    fields.status = body.status;
+    // The owner's own word: why the address no longer receives, or nothing once it does again.
+    fields.email_suppression =
+      body.status === 'Subscribed' ? null : JSON.stringify(emailSuppression(body.status, now, null, 'Set by the owner'));
+  }
   if (body.phone !== undefined) {
     const phone = body.phone === null ? null : normalizeNanpPhone(body.phone);
     if (body.phone !== null && phone === null) errors.phone = [NANP_PHONE_RULE];
@@ -131,6 +167,8 @@ export function toApiContact(row: ContactRow, tags: string[]) {
     phone: row.phone,
     time_zone: row.time_zone,
     status: row.status,
+    email_suppression: row.status === 'Subscribed' ? null : (row.email_suppression ?? emailSuppression(row.status, null, null, null)),
+    phone_suppression: row.phone_suppression ?? null,
     tags,
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
@@ -228,7 +266,7 @@ async function writingAddress<T>(db: Db, userId: number, email: string, write: (
  * to commit or roll back); only when it inserts nothing is the holder read, to name it in the 409.
  */
 export async function createContact(db: Db, userId: number, body: ContactInput, now: Date) {
-  const { fields, tags = [] } = contactChanges(body);
+  const { fields, tags = [] } = contactChanges(body, now);
   const insert = (trx: Db) =>
     trx
       .insertInto('contacts')
@@ -252,7 +290,7 @@ export async function createContact(db: Db, userId: number, body: ContactInput, 
  * refused by the unique index, and answered with a 409 naming that contact.
  */
 export async function updateContact(db: Db, contact: ContactRow, body: ContactInput, now: Date) {
-  const { fields, tags } = contactChanges(body, contact);
+  const { fields, tags } = contactChanges(body, now, contact);
   const update = () =>
     db.transaction().execute(async (trx) => {
       const row = await trx
@@ -287,32 +325,141 @@ export async function deleteContact(db: Db, contact: ContactRow, now: Date): Pro
   await db.updateTable('contacts').set({ deleted_at: now }).where('user_id', '=', contact.user_id).where('id', '=', contact.id).execute();
 }
 
+/** The email suppression that goes with a status but Subscribed. */
+function emailSuppression(
+  status: Exclude<ContactStatus, 'Subscribed'>,
+  at: Date | null,
+  deliveryId: number | null,
+  description: string | null,
+): Suppression {
+  return { reason: EMAIL_REASONS[status], at: at && formatTimestamp(at), delivery_id: deliveryId, description };
+}
+
+/** What a delivery's outcome makes of its contact: a status (email) or a suppressed phone (voicemail). */
+export interface ContactChange {
+  contact_id: number;
+  user_id: number;
+  /** Email: the status it becomes, if it is still Subscribed. */
+  status?: Exclude<ContactStatus, 'Subscribed'>;
+  /** Voicemail: why its number no longer receives, if it still does. */
+  phone_reason?: string;
+  at: Date;
+  delivery_id: number | null;
+  description: string | null;
+}
+
 /**
- * What delivery outcomes make of contacts (a hard bounce, a complaint, an unsubscribe): each
- * becomes `status` if it is still Subscribed — one who unsubscribed, complained or bounced stays
- * so. Locked in id order, so that concurrent batches never deadlock.
+ * What delivery outcomes make of contacts: an email becomes `status` (a hard bounce, a complaint,
+ * an unsubscribe) if it is still Subscribed, with its suppression — one who unsubscribed,
+ * complained or bounced stays so; a phone number is suppressed (a landline, a DNC hit) if it is
+ * not already. Locked in id order, so that concurrent batches never deadlock.
  */
-export async function changeSubscribedContacts(
-  db: Db,
-  changes: readonly { contact_id: number; user_id: number; status: ContactStatus }[],
-  now: Date,
-): Promise<void> {
+export async function changeContactsByOutcome(db: Db, changes: readonly ContactChange[], now: Date): Promise<void> {
   if (changes.length === 0) return;
   const ordered = [...changes]
     .sort((a, b) => a.contact_id - b.contact_id)
-    .map(({ contact_id, user_id, status }) => ({ contact_id, user_id, status }));
+    .map((c) => ({
+      contact_id: c.contact_id,
+      user_id: c.user_id,
+      status: c.status ?? null,
+      email_suppression: c.status ? emailSuppression(c.status, c.at, c.delivery_id, c.description) : null,
+      phone_suppression: c.phone_reason
+        ? ({
+            reason: c.phone_reason,
+            at: formatTimestamp(c.at),
+            delivery_id: c.delivery_id,
+            description: c.description,
+          } satisfies Suppression)
+        : null,
+    }));
   await sql`
     WITH x AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb) AS x(contact_id bigint, user_id bigint, status text)
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb)
+        AS x(contact_id bigint, user_id bigint, status text, email_suppression jsonb, phone_suppression jsonb)
     ), locked AS (
       SELECT c.id FROM contacts c JOIN x ON x.contact_id = c.id AND x.user_id = c.user_id
-      WHERE c.status = 'Subscribed'
+      WHERE (x.status IS NOT NULL AND c.status = 'Subscribed') OR (x.phone_suppression IS NOT NULL AND c.phone_suppression IS NULL)
       ORDER BY c.id
       FOR NO KEY UPDATE OF c
     )
-    UPDATE contacts c SET status = x.status, updated_at = ${now}
+    UPDATE contacts c
+    SET status = CASE WHEN x.status IS NOT NULL AND c.status = 'Subscribed' THEN x.status ELSE c.status END,
+        email_suppression = CASE WHEN x.status IS NOT NULL AND c.status = 'Subscribed' THEN x.email_suppression ELSE c.email_suppression END,
+        phone_suppression = coalesce(c.phone_suppression, x.phone_suppression),
+        updated_at = ${now}
     FROM x JOIN locked ON locked.id = x.contact_id
-    WHERE c.id = x.contact_id AND c.user_id = x.user_id AND c.status = 'Subscribed'`.execute(db);
+    WHERE c.id = x.contact_id AND c.user_id = x.user_id`.execute(db);
+}
+
+export const LiftBody = WritableBody(
+  {
+    channel: StringEnum(['email', 'phone'] as const, { description: 'Which suppressions: of email addresses or of phone numbers' }),
+    reasons: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        minItems: 1,
+        maxItems: 20,
+        uniqueItems: true,
+        description: `Only suppressions for these reasons (email: ${LIFTABLE_EMAIL_REASONS.join(', ')}; default: every liftable one)`,
+      }),
+    ),
+    since: Type.Optional(
+      Type.String({ format: 'date-time', description: 'Only suppressions decided at or after this time (ISO 8601 with an offset or Z)' }),
+    ),
+    until: Type.Optional(
+      Type.String({ format: 'date-time', description: 'Only suppressions decided before this time (ISO 8601 with an offset or Z)' }),
+    ),
+    contact_ids: Type.Optional(Type.Array(Id, { minItems: 1, maxItems: 1000, uniqueItems: true, description: 'Only these contacts' })),
+  },
+  [],
+);
+Object.assign(LiftBody, { examples: [{ channel: 'email', reasons: ['hard_bounce'], since: '2026-11-20T00:00:00Z' }] });
+export const LiftResult = Type.Object({ lifted: Type.Integer({ minimum: 0, description: 'How many contacts receive again' }) });
+
+/**
+ * Lets an owner's contacts receive again on one channel, in bulk: by reason, by the time the
+ * suppression was decided, by contact. Email: only what `LIFTABLE_EMAIL_REASONS` allows; the
+ * contact becomes Subscribed. Phone: the number is no longer suppressed. Returns how many changed.
+ */
+export async function liftSuppressions(db: Db, userId: number, body: Static<typeof LiftBody>, now: Date): Promise<number> {
+  const column = body.channel === 'email' ? sql.ref('email_suppression') : sql.ref('phone_suppression');
+  if (body.channel === 'email') {
+    const refused = (body.reasons ?? []).filter((r) => !(LIFTABLE_EMAIL_REASONS as readonly string[]).includes(r));
+    if (refused.length > 0) {
+      throw validationError({
+        reasons: [
+          `may name only ${LIFTABLE_EMAIL_REASONS.join(', ')} for email: an unsubscribe or a complaint is the person's own word, which only they can undo (${refused.join(', ')})`,
+        ],
+      });
+    }
+  }
+  const reasons = body.reasons ?? (body.channel === 'email' ? [...LIFTABLE_EMAIL_REASONS] : null);
+  // An email suppression from before suppressions were recorded is read from the status (toApiContact).
+  const reason =
+    body.channel === 'email' ? sql`coalesce(email_suppression ->> 'reason', ${statusReasons()})` : sql`phone_suppression ->> 'reason'`;
+  const at = sql`(${column} ->> 'at')::timestamptz`;
+  const conditions = [
+    sql`user_id = ${userId}`,
+    sql`deleted_at IS NULL`,
+    body.channel === 'email' ? sql`status <> 'Subscribed'` : sql`phone_suppression IS NOT NULL`,
+  ];
+  if (reasons) conditions.push(sql`${reason} = ANY (${reasons}::text[])`);
+  if (body.since) conditions.push(sql`${at} >= ${new Date(body.since)}`);
+  if (body.until) conditions.push(sql`${at} < ${new Date(body.until)}`);
+  if (body.contact_ids) conditions.push(sql`id = ANY (${body.contact_ids}::bigint[])`);
+  const set =
+    body.channel === 'email'
+      ? sql`status = 'Subscribed', email_suppression = NULL, updated_at = ${now}`
+      : sql`phone_suppression = NULL, updated_at = ${now}`;
+  const result = await sql`UPDATE contacts SET ${set} WHERE ${sql.join(conditions, sql` AND `)}`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/** `CASE status WHEN … THEN reason END`: the reason of a suppression that predates the column. */
+function statusReasons() {
+  return sql`CASE status ${sql.join(
+    Object.entries(EMAIL_REASONS).map(([status, reason]) => sql`WHEN ${status} THEN ${reason}`),
+    sql` `,
+  )} END`;
 }
 
 // ── Bulk import (import.ts) ──────────────────────────────────────────────────────────────────

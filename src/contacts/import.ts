@@ -169,7 +169,7 @@ export async function importContacts(
   const firstLineOf = new Map<string, number>();
   for (const [index, { line, body }] of rows.entries()) {
     if (index % YIELD_EVERY === YIELD_EVERY - 1) await new Promise(setImmediate);
-    const row = checkRow(line, body, check, extraTags, firstLineOf);
+    const row = checkRow(line, body, check, extraTags, firstLineOf, now);
     if ('errors' in row) {
       result.refused.push(row);
       continue;
@@ -196,12 +196,13 @@ function checkRow(
   check: RowCheck,
   extraTags: string[],
   firstLineOf: Map<string, number>,
+  now: Date,
 ): Checked | { line: number; errors: FieldErrors } {
   const errors = rowErrors(body, check);
   if (errors) return { line, errors };
   let changes: ReturnType<typeof contactChanges>;
   try {
-    changes = contactChanges(body as ContactInput);
+    changes = contactChanges(body as ContactInput, now);
   } catch (error) {
     if (error instanceof DomainError && error.errors) return { line, errors: error.errors };
     throw error;

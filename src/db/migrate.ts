@@ -22,6 +22,7 @@ import * as providerReceipts from './migrations/0019-provider-receipts.ts';
 import * as textSearchShortPendingList from './migrations/0020-text-search-short-pending-list.ts';
 import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
+import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -47,6 +48,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0020-text-search-short-pending-list': textSearchShortPendingList,
   '0021-contact-email-unique': contactEmailUnique,
   '0022-api-key-minter': apiKeyMinter,
+  '0023-outcomes-and-suppressions': outcomesAndSuppressions,
 };
 
 /**

@@ -95,7 +95,43 @@ export type ContactStatus =
   | 'Unsubscribed'
   | 'Inactive - Hard Bounce'
   | 'Inactive - Spam Complaint'
-  | 'Inactive - Invalid Email Address';
+  | 'Inactive - Invalid Email Address'
+  | 'Inactive - Repeated Soft Bounce';
+
+/**
+ * Why a contact's email or phone no longer receives (docs/outcomes.md): `reason` is one of the
+ * channel's classifications (`hard_bounce`, `landline`, …), `at` when it was decided (null for a
+ * contact made inactive before this was kept), the delivery whose outcome decided it.
+ */
+export interface Suppression {
+  reason: string;
+  at: string | null;
+  delivery_id: number | null;
+  description: string | null;
+}
+
+/** Why a delivery ended as it did: Hopper's classification, the provider's code and words (docs/outcomes.md). */
+export interface OutcomeReason {
+  classification: string;
+  /** True when sending to this address or number again is pointless (it then suppresses it, if `suppress`). */
+  permanent: boolean;
+  /** The provider's code: a DSN status (`5.1.1`), an SMTP reply code, a provider's reason code (`4002`). */
+  code?: string | null;
+  /** The provider's own words (a diagnostic line, a status text), cut to 500 characters. */
+  description?: string | null;
+  /** This outcome stops the contact's address (email) or number (voicemail) from receiving again. */
+  suppress?: boolean;
+}
+
+/** An outcome as a delivery keeps it: who said it and when. */
+export interface RecordedOutcome {
+  classification: string;
+  permanent: boolean;
+  code: string | null;
+  description: string | null;
+  source: string;
+  at: string;
+}
 
 export interface ContactsTable {
   id: Generated<number>;
@@ -116,6 +152,10 @@ export interface ContactsTable {
    * by a write.
    */
   duplicate_email: Generated<boolean>;
+  /** Why the email no longer receives (status not Subscribed); written with the status. */
+  email_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
+  /** Why the phone number no longer receives voicemail drops; null while it does. */
+  phone_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
 }
 
 export interface TagsTable {
@@ -270,6 +310,8 @@ export interface DeliveriesTable {
   provider_message_id: string | null;
   attempts: Generated<number>;
   last_error: string | null;
+  /** Why it ended as it did, once it has (docs/outcomes.md). */
+  outcome: ColumnType<RecordedOutcome | null, string | null | undefined, string | null>;
   next_attempt_at: ClockTimestamp;
   lease_until: NullableTimestamp;
   created_at: ClockTimestamp;

@@ -1,5 +1,5 @@
 import type { TSchema } from 'typebox';
-import { Contact, ContactBody } from '../contacts/contacts.ts';
+import { Contact, ContactBody, LiftBody, LiftResult } from '../contacts/contacts.ts';
 import { CreateTagBody, Tag, UpdateTagBody } from '../contacts/tags.ts';
 import { CreateSignatureBody, Signature, UpdateSignatureBody } from '../email/signatures.ts';
 import { EmailBody, TemplatedEmail } from '../email/templated-emails.ts';
@@ -37,6 +37,8 @@ const NAMED: Record<string, TSchema> = {
   SignatureCreate: CreateSignatureBody,
   SignatureUpdate: UpdateSignatureBody,
   Success: Success,
+  SuppressionLift: LiftBody,
+  SuppressionLiftResult: LiftResult,
   Tag: Tag,
   TagCreate: CreateTagBody,
   TagUpdate: UpdateTagBody,

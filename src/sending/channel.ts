@@ -1,6 +1,9 @@
-import type { ContactStatus } from '../db/schema.ts';
+import type { ContactStatus, OutcomeReason } from '../db/schema.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import type { ClaimedDelivery } from './deliveries.ts';
+
+/** An outcome's reason with who gave it (`smtp`, a voicemail provider's name). */
+type SourcedReason = OutcomeReason & { source: string };
 
 /** Resolves when one more delivery may be accepted by the provider without being recorded yet. */
 export type HandOver = () => Promise<void>;
@@ -12,13 +15,14 @@ export type HandOver = () => Promise<void>;
 export type DeliveryOutcome =
   /** Handed over: the provider accepted it (counted as `sent`). */
   | { kind: 'sent'; providerMessageId?: string }
-  /** A temporary failure: tried again later with backoff (counted as `deferred`). */
-  | { kind: 'deferred'; error: string }
+  /** A temporary failure: tried again later with backoff (counted as `deferred`); `outcome` is kept if it was the last try. */
+  | { kind: 'deferred'; error: string; outcome?: SourcedReason }
   /**
    * A permanent failure of this delivery only, counted as `failed` (and as a hard `bounce` when the
-   * address was rejected); `contactStatus` is what the contact becomes, e.g. after a hard bounce.
+   * address was rejected); `contactStatus` is what the contact becomes, e.g. after a hard bounce;
+   * `outcome` is why, kept on the delivery (docs/outcomes.md).
    */
-  | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: ContactStatus }
+  | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: Exclude<ContactStatus, 'Subscribed'>; outcome?: SourcedReason }
   /** Not allowed yet (calling hours): tried again at `until`, not counted. */
   | { kind: 'held'; until: Date; reason: string }
   /** Not to be sent at all any more (the contact opted out meanwhile): not counted. */

@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { ContactStatus, DeliveryFacts, DeliveryRow, DeliveryState, StoredRecipient } from '../db/schema.ts';
+import type { ContactStatus, DeliveryFacts, DeliveryRow, DeliveryState, RecordedOutcome, StoredRecipient } from '../db/schema.ts';
 import { runSearch, type SearchParams } from '../db/search.ts';
 import type { MessageKind } from '../messages/kinds.ts';
 import { COUNTERS, type Counter, countMoved, countMovedAsSent } from '../messages/reporting.ts';
+import { formatTimestamp } from '../time.ts';
 import { DELIVERY_FILTERS } from './delivery-listing.ts';
 import { CLAIMABLE_STATES, DELIVERY_STATES, ENGINE_STATES, FAILED_STATES, PENDING_STATES, rankSql, stateList } from './delivery-states.ts';
 
@@ -50,13 +51,16 @@ export async function resolveDeliveries(
     sql`EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.user_id = c.user_id AND ct.contact_id = c.id AND ct.tag_id = ANY (${tagIds}::bigint[]))`;
 
   const what = kind === 'templated_email' ? 'email address' : 'phone number';
+  // A suppressed number is not called again: its contact gets a `skipped` delivery saying why
+  // (docs/outcomes.md). An email address that no longer receives has a status other than Subscribed.
+  const suppression = kind === 'voicemail_drop' ? sql.ref('c.phone_suppression') : sql`NULL::jsonb`;
   let cursor = 0;
   for (;;) {
     // One delivery per address: the first contact (by id) with an address gets it; any other
     // contact with the same address (any letter case) is recorded `skipped`, naming that contact.
     const result = await sql<{ last: string | null; n: string }>`
       WITH batch AS (
-        SELECT c.id, ${address} AS address
+        SELECT c.id, ${address} AS address, ${suppression} AS suppression
         FROM contacts c
         WHERE c.user_id = ${message.user_id}
           AND c.id > ${cursor}
@@ -72,25 +76,34 @@ export async function resolveDeliveries(
         -- rest of this statement: below, an address claimed by an earlier batch is found by its key,
         -- and among this batch's contacts the first (by id) is the one that keeps it.
         INSERT INTO delivery_addresses (message_kind, message_id, address_key, contact_id)
-        SELECT DISTINCT ON (lower(address)) ${kind}, ${message.id}, lower(address), id FROM batch ORDER BY lower(address), id
+        SELECT DISTINCT ON (lower(address)) ${kind}, ${message.id}, lower(address), id FROM batch
+        WHERE suppression IS NULL
+        ORDER BY lower(address), id
         ON CONFLICT DO NOTHING
       ), ranked AS (
-        SELECT b.id, b.address,
+        SELECT b.id, b.address, b.suppression,
                NULLIF(
                  coalesce(
                    (SELECT a.contact_id FROM delivery_addresses a
                     WHERE a.message_kind = ${kind} AND a.message_id = ${message.id} AND a.address_key = lower(b.address)),
-                   first_value(b.id) OVER (PARTITION BY lower(b.address) ORDER BY b.id)
+                   first_value(b.id) OVER (PARTITION BY lower(b.address), b.suppression IS NULL ORDER BY b.id)
                  ),
                  b.id
                ) AS reached_by
         FROM batch b
       ), inserted AS (
-        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, last_error, next_attempt_at, created_at, updated_at)
+        INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, last_error, outcome, next_attempt_at, created_at, updated_at)
         SELECT ${message.user_id}, ${kind}, ${message.id}, r.id, r.address,
-               CASE WHEN r.reached_by IS NULL THEN 'queued' ELSE 'skipped' END,
-               CASE WHEN r.reached_by IS NULL THEN NULL
+               CASE WHEN r.suppression IS NULL AND r.reached_by IS NULL THEN 'queued' ELSE 'skipped' END,
+               CASE WHEN r.suppression IS NOT NULL
+                      THEN ${`skipped: the ${what} is suppressed (`}::text || (r.suppression ->> 'reason')
+                           || coalesce(' since ' || (r.suppression ->> 'at'), '') || ')'
+                    WHEN r.reached_by IS NULL THEN NULL
                     ELSE ${`skipped: same ${what} as contact `}::text || r.reached_by::text || ', who gets this message' END,
+               CASE WHEN r.suppression IS NOT NULL
+                    THEN jsonb_build_object('classification', 'suppressed', 'permanent', true, 'code', r.suppression ->> 'reason',
+                           'description', r.suppression ->> 'description', 'source', 'hopper', 'at', ${formatTimestamp(now)}::text)
+               END,
                ${now}::timestamptz, ${now}::timestamptz, ${now}::timestamptz
         FROM ranked r
         ON CONFLICT (message_kind, message_id, contact_id) DO NOTHING
@@ -188,12 +201,21 @@ export async function transitionDelivery(
   delivery: { id: number; attempts?: number },
   from: readonly DeliveryState[],
   to: DeliveryState,
-  fields: { provider_message_id?: string | null; last_error?: string | null; next_attempt_at?: Date; sent_at?: Date; delivered_at?: Date },
+  fields: {
+    provider_message_id?: string | null;
+    last_error?: string | null;
+    next_attempt_at?: Date;
+    sent_at?: Date;
+    delivered_at?: Date;
+    outcome?: RecordedOutcome;
+  },
   counters: CounterChanges,
   now: Date,
 ): Promise<boolean> {
   const sets = [sql`state = ${to}`, sql`updated_at = ${now}`, sql`lease_until = NULL`];
-  for (const [column, value] of Object.entries(fields)) sets.push(sql`${sql.ref(column)} = ${value}`);
+  for (const [column, value] of Object.entries(fields)) {
+    sets.push(column === 'outcome' ? sql`outcome = ${JSON.stringify(value)}::jsonb` : sql`${sql.ref(column)} = ${value}`);
+  }
   const increments = (Object.entries(counters) as [Counter, number][]).filter(([name, n]) => COUNTERS.includes(name) && n);
   const fence = delivery.attempts === undefined ? sql`` : sql` AND attempts = ${delivery.attempts}`;
   const result = await sql<{ moved: string }>`
@@ -335,6 +357,7 @@ export function searchDeliveries(db: Db, kind: MessageKind, message: { id: numbe
       'd.state',
       'd.attempts',
       'd.last_error',
+      'd.outcome',
       'd.provider_message_id',
       'd.sent_at',
       'd.delivered_at',
@@ -445,12 +468,13 @@ const UNMOVED = stateList([...ENGINE_STATES, 'cancelled']);
  */
 export async function raiseDeliveryStates(
   trx: Db,
-  changes: readonly { id: number; state: DeliveryState; rank: number; at: string }[],
+  changes: readonly { id: number; state: DeliveryState; rank: number; at: string; outcome: RecordedOutcome | null }[],
   now: Date,
 ): Promise<{ moved: number[]; held: number[] }> {
   const { rows } = await sql<{ id: number; held: boolean }>`
     WITH x AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(id bigint, state text, rank integer, at timestamptz)
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb)
+        AS x(id bigint, state text, rank integer, at timestamptz, outcome jsonb)
     ), locked AS (
       SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
       WHERE d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
@@ -458,7 +482,8 @@ export async function raiseDeliveryStates(
       FOR NO KEY UPDATE OF d
     ), moved AS (
       UPDATE deliveries d
-      SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END
+      SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END,
+          outcome = coalesce(x.outcome, d.outcome)
       FROM x JOIN locked USING (id)
       WHERE d.id = x.id AND d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
       RETURNING d.id

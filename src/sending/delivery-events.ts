@@ -1,10 +1,11 @@
 import { sql } from 'kysely';
-import { changeSubscribedContacts } from '../contacts/contacts.ts';
+import { type ContactChange, changeContactsByOutcome } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
-import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState } from '../db/schema.ts';
+import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState, OutcomeReason } from '../db/schema.ts';
 import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
 import { raiseDeliveryStates } from './deliveries.ts';
 import { stateRank } from './delivery-states.ts';
+import { recordedOutcome } from './outcomes.ts';
 
 /**
  * What happened to a delivery after it was handed over, from any source: SendGrid's, SES's and
@@ -47,13 +48,19 @@ export interface DeliveryEvent {
   occurredAt: Date;
   /** Free text kept with the event: a bounce reason, a clicked URL. */
   detail?: string | null;
+  /**
+   * Why the delivery ended so, in Hopper's terms and the provider's (docs/outcomes.md): kept on the
+   * delivery when this event decides its state, and, with `suppress`, it stops the contact's
+   * address or number from receiving again.
+   */
+  outcome?: OutcomeReason;
 }
 
 interface Effect {
   counters: Partial<Record<Counter, number>>;
   /** The delivery's new state, applied only when it ranks above the current one (events arrive out of order). */
   state?: DeliveryState;
-  contactStatus?: ContactStatus;
+  contactStatus?: Exclude<ContactStatus, 'Subscribed'>;
 }
 
 const EFFECTS: Record<DeliveryEventType, Effect> = {
@@ -81,7 +88,10 @@ interface RecordResult {
 }
 
 /** A newly stored event with what it is about: its delivery's message, owner and contact. */
-type Fresh = Pick<DeliveryEventRow, 'delivery_id' | 'occurred_at'> & { type: DeliveryEventType } & Omit<DeliveryFacts, 'id' | 'address'>;
+type Fresh = Pick<DeliveryEventRow, 'delivery_id' | 'occurred_at' | 'source' | 'event_id'> & { type: DeliveryEventType } & Omit<
+    DeliveryFacts,
+    'id' | 'address'
+  > & { outcome?: OutcomeReason; detail?: string | null };
 
 /**
  * Stores a batch of events and applies what each new one means, in one transaction of four
@@ -122,15 +132,20 @@ export async function recordDeliveryEvents(db: Db, events: readonly DeliveryEven
         FROM matched
         ORDER BY source, event_id
         ON CONFLICT (source, event_id) DO NOTHING
-        RETURNING delivery_id, type, occurred_at
+        RETURNING source, event_id, delivery_id, type, occurred_at
       )
       SELECT (SELECT count(*) FROM matched) AS matched,
              (SELECT json_agg(json_build_object(
+                       'source', s.source, 'event_id', s.event_id,
                        'delivery_id', s.delivery_id, 'type', s.type, 'occurred_at', s.occurred_at, 'user_id', d.user_id,
                        'message_kind', d.message_kind, 'message_id', d.message_id, 'contact_id', d.contact_id))
               FROM stored s JOIN deliveries d ON d.id = s.delivery_id) AS fresh`.execute(trx);
     const matched = Number(result[0]?.matched ?? 0);
-    const fresh = (result[0]?.fresh ?? []).map((e) => ({ ...e, occurred_at: new Date(e.occurred_at) }));
+    const given = new Map(events.map((e) => [`${e.source}\u0000${e.eventId}`, e]));
+    const fresh = (result[0]?.fresh ?? []).map((e) => {
+      const event = given.get(`${e.source}\u0000${e.event_id}`);
+      return { ...e, occurred_at: new Date(e.occurred_at), outcome: event?.outcome, detail: event?.detail ?? null };
+    });
     if (fresh.length > 0) {
       const moves = await moveStates(trx, fresh, now);
       await addCounters(trx, fresh.filter(counts(moves)));
@@ -177,7 +192,13 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
   }
   const moves: Moves = { decided: new Map([...target].map(([id, t]) => [id, t.event])), moved: new Set(), held: new Set() };
   if (target.size === 0) return moves;
-  const changes = [...target].map(([id, { state, at }]) => ({ id, state, rank: stateRank(state), at: at.toISOString() }));
+  const changes = [...target].map(([id, { state, at, event }]) => ({
+    id,
+    state,
+    rank: stateRank(state),
+    at: at.toISOString(),
+    outcome: event.outcome ? recordedOutcome(event.outcome, event.source, at) : null,
+  }));
   const { moved, held } = await raiseDeliveryStates(trx, changes, now);
   for (const id of moved) moves.moved.add(id);
   for (const id of held) moves.held.add(id);
@@ -202,16 +223,25 @@ async function addCounters(trx: Db, fresh: Fresh[]): Promise<void> {
 async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void> {
   // A contact that unsubscribed, complained or bounced stays so: only a Subscribed contact changes,
   // and of several such events in one batch the earliest decides, as if they had come one by one.
-  const first = new Map<number, { contact_id: number; user_id: number; status: ContactStatus; at: number }>();
+  // Likewise a number already suppressed keeps its first reason.
+  const first = new Map<string, ContactChange>();
   for (const event of fresh) {
     const status = EFFECTS[event.type].contactStatus;
-    if (!status) continue;
-    const seen = first.get(event.contact_id);
-    if (!seen || event.occurred_at.getTime() < seen.at) {
-      first.set(event.contact_id, { contact_id: event.contact_id, user_id: event.user_id, status, at: event.occurred_at.getTime() });
-    }
+    const phoneReason = event.message_kind === 'voicemail_drop' && event.outcome?.suppress ? event.outcome.classification : undefined;
+    if (!status && !phoneReason) continue;
+    const key = `${event.contact_id}:${status ? 'email' : 'phone'}`;
+    const seen = first.get(key);
+    if (seen && seen.at.getTime() <= event.occurred_at.getTime()) continue;
+    first.set(key, {
+      contact_id: event.contact_id,
+      user_id: event.user_id,
+      ...(status ? { status } : { phone_reason: phoneReason }),
+      at: event.occurred_at,
+      delivery_id: event.delivery_id,
+      description: event.outcome?.description ?? event.detail ?? null,
+    });
   }
-  await changeSubscribedContacts(trx, [...first.values()], now);
+  await changeContactsByOutcome(trx, [...first.values()], now);
 }
 
 function zeroCounters(): Record<Counter, number> {

@@ -4,6 +4,7 @@ import type { Filters } from '../db/search.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import { DELIVERY_STATES } from './delivery-states.ts';
+import { Outcome } from './outcomes.ts';
 
 /**
  * `GET /{voicemail_drops|templated_emails}/{id}/deliveries`: the delivery ledger of one message,
@@ -18,6 +19,7 @@ export const Delivery = Type.Object({
   state: StringEnum(DELIVERY_STATES),
   attempts: Type.Integer({ description: 'Hand-overs to the provider so far' }),
   last_error: Nullable(Type.String({ description: 'Why the last attempt failed, or why the delivery was skipped' })),
+  outcome: Nullable(Outcome),
   provider_message_id: Nullable(Type.String()),
   sent_at: Nullable(Timestamp),
   delivered_at: Nullable(Timestamp),
@@ -52,6 +54,7 @@ type ListedDelivery = Pick<
   | 'state'
   | 'attempts'
   | 'last_error'
+  | 'outcome'
   | 'provider_message_id'
   | 'sent_at'
   | 'delivered_at'
@@ -78,6 +81,7 @@ export function toApiDelivery(row: ListedDelivery) {
     state: row.state,
     attempts: row.attempts,
     last_error: row.last_error,
+    outcome: row.outcome ?? null,
     provider_message_id: row.provider_message_id,
     sent_at: formatTimestamp(row.sent_at),
     delivered_at: formatTimestamp(row.delivered_at),

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { changeSubscribedContacts } from '../contacts/contacts.ts';
+import { changeContactsByOutcome } from '../contacts/contacts.ts';
 import type { Db } from '../db/database.ts';
 import { whileDatabaseAway } from '../db/errors.ts';
 import { GroupCommit } from '../db/group-commit.ts';
@@ -10,6 +10,7 @@ import type { Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
 import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
 import type { LeaseKeeper } from './leases.ts';
+import { recordedOutcome } from './outcomes.ts';
 
 /** How one batch is worked through; see EngineSettings for each. */
 interface BatchSettings {
@@ -204,7 +205,8 @@ async function recordOther(
     case 'deferred': {
       if (delivery.attempts >= settings.maxAttempts) {
         const error = `gave up after ${delivery.attempts} attempts: ${outcome.error}`;
-        await transitionDelivery(db, claim, ['sending'], 'failed', { last_error: error }, { deferred: 1, failed: 1 }, now);
+        const kept = outcome.outcome ? { outcome: recordedOutcome(outcome.outcome, outcome.outcome.source, now) } : {};
+        await transitionDelivery(db, claim, ['sending'], 'failed', { last_error: error, ...kept }, { deferred: 1, failed: 1 }, now);
         return;
       }
       const delay = Math.min(settings.retryMaxMs, settings.retryBaseMs * 2 ** (delivery.attempts - 1));
@@ -227,14 +229,27 @@ async function recordOther(
         claim,
         ['sending'],
         outcome.bounce ? 'bounced' : 'failed',
-        { last_error: outcome.error },
+        {
+          last_error: outcome.error,
+          ...(outcome.outcome ? { outcome: recordedOutcome(outcome.outcome, outcome.outcome.source, now) } : {}),
+        },
         counters,
         now,
       );
-      if (moved && outcome.contactStatus) {
-        await changeSubscribedContacts(
+      const suppressPhone = outcome.outcome?.suppress && delivery.message_kind === 'voicemail_drop';
+      if (moved && (outcome.contactStatus || suppressPhone)) {
+        await changeContactsByOutcome(
           db,
-          [{ contact_id: delivery.contact_id, user_id: delivery.user_id, status: outcome.contactStatus }],
+          [
+            {
+              contact_id: delivery.contact_id,
+              user_id: delivery.user_id,
+              ...(outcome.contactStatus ? { status: outcome.contactStatus } : { phone_reason: outcome.outcome?.classification }),
+              at: now,
+              delivery_id: delivery.id,
+              description: outcome.outcome?.description ?? outcome.error,
+            },
+          ],
           now,
         );
       }

@@ -48,6 +48,8 @@ describe('contacts', () => {
         phone: '7272329117',
         time_zone: 'America/New_York',
         status: 'Subscribed',
+        email_suppression: null,
+        phone_suppression: null,
         tags: ['buyers', 'Sphere'],
         created_at: undefined,
         updated_at: undefined,

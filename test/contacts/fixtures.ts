@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { asKey } from '../support/client.ts';
-import type { Shape } from '../support/shapes.ts';
+import { nullable, type Shape } from '../support/shapes.ts';
+
+/** Why a channel no longer reaches a contact (docs/outcomes.md). */
+const SUPPRESSION: Shape = { reason: 'string', at: 'timestamp|null', delivery_id: 'integer|null', description: 'string|null' };
 
 /** The API shapes of the supporting resources (docs/contacts.md), checked exactly by assertShape. */
 export const CONTACT: Shape = {
@@ -14,6 +17,8 @@ export const CONTACT: Shape = {
   phone: 'string|null',
   time_zone: 'string|null',
   status: 'string',
+  email_suppression: nullable(SUPPRESSION),
+  phone_suppression: nullable(SUPPRESSION),
   tags: 'string[]',
   created_at: 'timestamp',
   updated_at: 'timestamp',

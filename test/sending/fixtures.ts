@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
 import { createOwnContact } from '../messages/fixtures.ts';
 import { asKey, type Reply } from '../support/client.ts';
-import type { Shape } from '../support/shapes.ts';
+import { nullable, type Shape } from '../support/shapes.ts';
 import type { TestApp } from '../support/test-app.ts';
 
 /** The delivery item of `GET /{collection}/{id}/deliveries`. */
@@ -13,6 +13,14 @@ export const DELIVERY: Shape = {
   state: 'string',
   attempts: 'integer',
   last_error: 'string|null',
+  outcome: nullable({
+    classification: 'string',
+    permanent: 'boolean',
+    code: 'string|null',
+    description: 'string|null',
+    source: 'string',
+    at: 'timestamp',
+  }),
   provider_message_id: 'string|null',
   sent_at: 'timestamp|null',
   delivered_at: 'timestamp|null',

@@ -464,6 +464,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v3/users/{user_id}/suppressions/lift": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Let suppressed contacts receive again, in bulk
+         * @description Email addresses judged dead or failing (hard bounces, repeated soft bounces, invalid addresses) become Subscribed again; phone numbers suppressed by a voicemail outcome (a landline, a DNC hit, …) are called again. Filtered by reason, by when the suppression was decided and by contact. Unsubscribes and complaints are the person's own word and cannot be lifted. See docs/outcomes.md.
+         */
+        post: operations["liftSuppressions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v3/contacts/{id}": {
         parameters: {
             query?: never;
@@ -1287,7 +1307,35 @@ export interface components {
             phone: string | null;
             time_zone: string | null;
             /** @enum {string} */
-            status: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address";
+            status: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
+            /** @description Why this channel no longer reaches the contact */
+            readonly email_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
+            /** @description Why this channel no longer reaches the contact */
+            readonly phone_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
             /** @description Tag names, alphabetical */
             tags: string[];
             /**
@@ -1324,9 +1372,34 @@ export interface components {
             /** @description IANA time zone, e.g. America/New_York */
             time_zone?: string | null;
             /** @enum {string} */
-            status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address";
+            status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
             /** @description Tag names; unknown names are created. On update, replaces every tag of the contact. */
             tags?: string[];
+        };
+        SuppressionLift: {
+            /**
+             * @description Which suppressions: of email addresses or of phone numbers
+             * @enum {string}
+             */
+            channel: "email" | "phone";
+            /** @description Only suppressions for these reasons (email: hard_bounce, repeated_soft_bounce, invalid_address; default: every liftable one) */
+            reasons?: string[];
+            /**
+             * Format: date-time
+             * @description Only suppressions decided at or after this time (ISO 8601 with an offset or Z)
+             */
+            since?: string;
+            /**
+             * Format: date-time
+             * @description Only suppressions decided before this time (ISO 8601 with an offset or Z)
+             */
+            until?: string;
+            /** @description Only these contacts */
+            contact_ids?: number[];
+        };
+        SuppressionLiftResult: {
+            /** @description How many contacts receive again */
+            lifted: number;
         };
         RefusedRow: {
             /** @description Line of the file where the row starts (the CSV header is line 1) */
@@ -1606,6 +1679,24 @@ export interface components {
             attempts: number;
             /** @description Why the last attempt failed, or why the delivery was skipped */
             last_error: string | null;
+            /** @description Why the delivery ended as it did */
+            outcome: {
+                /** @description Hopper's class of the result, one per channel (docs/outcomes.md): delivered, hard_bounce, mailbox_full, landline, … */
+                classification: string;
+                /** @description Sending to this address or number again is pointless */
+                permanent: boolean;
+                /** @description The provider's code: a DSN status (5.1.1), an SMTP reply code, a provider's reason code */
+                code: string | null;
+                /** @description The provider's own words */
+                description: string | null;
+                /** @description Who said it: smtp, dsn, sendgrid, ses, postmark, Drop Cowboy, Slybroadcast, Sandbox, hopper */
+                source: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string;
+            } | null;
             provider_message_id: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
@@ -3361,7 +3452,7 @@ export interface operations {
                 email?: string[];
                 phone?: string[];
                 time_zone?: string[];
-                status?: ("Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address")[];
+                status?: ("Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce")[];
             };
             header?: never;
             path: {
@@ -3438,6 +3529,62 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Contact"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    liftSuppressions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "channel": "email",
+                 *       "reasons": [
+                 *         "hard_bounce"
+                 *       ],
+                 *       "since": "2026-11-20T00:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SuppressionLift"];
+            };
+        };
+        responses: {
+            /** @description Done */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuppressionLiftResult"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -5,6 +5,9 @@ import {
   createContact,
   deleteContact,
   findContact,
+  LiftBody,
+  LiftResult,
+  liftSuppressions,
   searchContacts,
   toApiContacts,
   updateContact,
@@ -55,6 +58,23 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
       const contact = await createContact(db, request.owner.id, request.body, clock());
       return reply.code(201).header('Location', `${config.publicUrl}/v3/contacts/${contact.id}`).send(contact);
     },
+  );
+
+  app.post(
+    '/users/:user_id/suppressions/lift',
+    {
+      config: { owner: 'user_id' },
+      schema: {
+        tags,
+        summary: 'Let suppressed contacts receive again, in bulk',
+        description:
+          "Email addresses judged dead or failing (hard bounces, repeated soft bounces, invalid addresses) become Subscribed again; phone numbers suppressed by a voicemail outcome (a landline, a DNC hit, …) are called again. Filtered by reason, by when the suppression was decided and by contact. Unsubscribes and complaints are the person's own word and cannot be lifted. See docs/outcomes.md.",
+        params: UserIdParams,
+        body: LiftBody,
+        response: { 200: LiftResult, ...errors },
+      },
+    },
+    async (request) => ({ lifted: await liftSuppressions(db, request.owner.id, request.body, clock()) }),
   );
 
   app.get(

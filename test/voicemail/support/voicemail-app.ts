@@ -166,7 +166,7 @@ export async function sendDrop(app: VoicemailApp, provider: string, recipients: 
     ...fields,
   });
   assert.equal(drop.status, 201, drop.raw);
-  return { ...drop.body, media } as { id: number; media: { full_url: string } };
+  return { ...drop.body, media } as { id: number; media: { id: number; full_url: string } };
 }
 
 export async function readDrop(app: VoicemailApp, id: number) {
