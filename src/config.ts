@@ -123,6 +123,8 @@ export interface SlybroadcastConfig {
   readonly uid: string;
   readonly password: string;
   readonly url: string;
+  /** Send `mobile_only=1`: Slybroadcast removes landlines before dropping (SLYBROADCAST_MOBILE_ONLY, default true). */
+  readonly mobileOnly: boolean;
 }
 
 export interface DropCowboyConfig {
@@ -408,7 +410,7 @@ function voicemailSettings(read: EnvReader) {
   return {
     sandboxVoicemail: read.boolean('SANDBOX_VOICEMAIL', true),
     sandboxDelayMs: read.duration('SANDBOX_DELAY', '2s'),
-    slybroadcast,
+    slybroadcast: slybroadcast && { ...slybroadcast, mobileOnly: read.boolean('SLYBROADCAST_MOBILE_ONLY', true) },
     slybroadcastResultTimeoutMs: read.duration('SLYBROADCAST_RESULT_TIMEOUT', '2h'),
     dropCowboy: dropCowboySettings(read),
   };

@@ -387,6 +387,10 @@ export interface ProviderSubmissionsTable {
   proof_of_delivery_url: string | null;
   next_check_at: NullableTimestamp;
   checks: Generated<number>;
+  /** The exact body of the first request under the idempotency key (migration 0027): retries re-send it. */
+  request_body: string | null;
+  /** The result in Hopper's classification (migration 0027). */
+  result_outcome: ColumnType<OutcomeReason | null, string | null | undefined, string | null>;
   created_at: ClockTimestamp;
 }
 

@@ -15,8 +15,11 @@ export type HandOver = () => Promise<void>;
 export type DeliveryOutcome =
   /** Handed over: the provider accepted it (counted as `sent`). */
   | { kind: 'sent'; providerMessageId?: string }
-  /** A temporary failure: tried again later with backoff (counted as `deferred`); `outcome` is kept if it was the last try. */
-  | { kind: 'deferred'; error: string; outcome?: SourcedReason }
+  /**
+   * A temporary failure: tried again later with backoff, not before `notBefore` (a provider's
+   * Retry-After), counted as `deferred`; `outcome` is kept if it was the last try.
+   */
+  | { kind: 'deferred'; error: string; outcome?: SourcedReason; notBefore?: Date }
   /**
    * A permanent failure of this delivery only, counted as `failed` (and as a hard `bounce` when the
    * address was rejected); `contactStatus` is what the contact becomes, e.g. after a hard bounce;

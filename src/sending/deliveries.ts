@@ -462,19 +462,26 @@ const UNMOVED = stateList([...ENGINE_STATES, 'cancelled']);
 
 /**
  * Moves deliveries to the states their events tell of, each only when it ranks above the state the
- * delivery has now; the rows are locked in id order (see recordDeliveryEvents). Answers the
+ * delivery has now, with the outcome that decided it (and, given, the failure's text as `last_error`); the rows are locked in id order (see recordDeliveryEvents). Answers the
  * deliveries moved, and those the sending engine still holds (queued, being handed over), which
  * events do not move.
  */
 export async function raiseDeliveryStates(
   trx: Db,
-  changes: readonly { id: number; state: DeliveryState; rank: number; at: string; outcome: RecordedOutcome | null }[],
+  changes: readonly {
+    id: number;
+    state: DeliveryState;
+    rank: number;
+    at: string;
+    outcome: RecordedOutcome | null;
+    error?: string | null;
+  }[],
   now: Date,
 ): Promise<{ moved: number[]; held: number[] }> {
   const { rows } = await sql<{ id: number; held: boolean }>`
     WITH x AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb)
-        AS x(id bigint, state text, rank integer, at timestamptz, outcome jsonb)
+        AS x(id bigint, state text, rank integer, at timestamptz, outcome jsonb, error text)
     ), locked AS (
       SELECT d.id FROM deliveries d JOIN x ON x.id = d.id
       WHERE d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
@@ -483,7 +490,7 @@ export async function raiseDeliveryStates(
     ), moved AS (
       UPDATE deliveries d
       SET state = x.state, updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN x.at ELSE d.delivered_at END,
-          outcome = coalesce(x.outcome, d.outcome)
+          outcome = coalesce(x.outcome, d.outcome), last_error = coalesce(x.error, d.last_error)
       FROM x JOIN locked USING (id)
       WHERE d.id = x.id AND d.state NOT IN (${UNMOVED}) AND ${CURRENT_RANK} < x.rank
       RETURNING d.id

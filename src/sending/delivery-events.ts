@@ -198,6 +198,8 @@ async function moveStates(trx: Db, fresh: Fresh[], now: Date): Promise<Moves> {
     rank: stateRank(state),
     at: at.toISOString(),
     outcome: event.outcome ? recordedOutcome(event.outcome, event.source, at) : null,
+    // A provider's failure of a voicemail says why in words too (an email's bounce keeps its own).
+    error: state === 'failed' && event.message_kind === 'voicemail_drop' ? (event.detail ?? null) : null,
   }));
   const { moved, held } = await raiseDeliveryStates(trx, changes, now);
   for (const id of moved) moves.moved.add(id);

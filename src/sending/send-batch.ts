@@ -210,7 +210,7 @@ async function recordOther(
         return;
       }
       const delay = Math.min(settings.retryMaxMs, settings.retryBaseMs * 2 ** (delivery.attempts - 1));
-      const next = new Date(now.getTime() + delay);
+      const next = new Date(Math.max(now.getTime() + delay, outcome.notBefore?.getTime() ?? 0));
       await transitionDelivery(
         db,
         claim,

@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.ts';
+import type { OutcomeReason } from '../db/schema.ts';
 import { findVoicemailTargets } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { isPending } from '../sending/delivery-states.ts';
@@ -15,6 +16,8 @@ export interface ProviderOutcome {
   delivered: boolean;
   /** Why it failed (or a note on a delivery), in words. */
   reason: string | null;
+  /** The result in Hopper's classification, with the provider's code and words (docs/outcomes.md). */
+  outcome: OutcomeReason;
   occurredAt: Date;
   /** The number the provider says it called; a report naming another number is ignored. */
   phone?: string;
@@ -67,6 +70,7 @@ export async function recordOutcomes(
         type: outcome.delivered ? 'delivered' : 'failed',
         occurredAt: outcome.occurredAt,
         detail: outcome.reason,
+        outcome: outcome.outcome,
       });
     }
   }

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { OutcomeReason } from '../db/schema.ts';
 
 /** Every voicemail provider Hopper knows by name. */
 export const VOICEMAIL_PROVIDERS = ['Slybroadcast', 'Sandbox', 'Drop Cowboy'] as const;
@@ -33,7 +34,20 @@ export interface DropSubmission {
  * carry), or why it refused — `retryable` when trying again later may work (the provider was
  * down or busy), not when the drop itself was refused.
  */
-export type SubmitResult = { ok: true; reference: string | undefined } | { ok: false; retryable: boolean; reason: string };
+export type SubmitResult =
+  | { ok: true; reference: string | undefined }
+  | {
+      ok: false;
+      retryable: boolean;
+      reason: string;
+      /** The refusal in Hopper's classification with the provider's code and words (docs/outcomes.md). */
+      outcome?: SubmitOutcome;
+      /** The provider asked not to be called again before this long (a 429's Retry-After). */
+      retryAfterMs?: number;
+    };
+
+/** Why a provider refused a submission (OutcomeReason; `suppress` for a number it says is dead). */
+export type SubmitOutcome = OutcomeReason;
 
 /**
  * A voicemail provider: submits drops one at a time. Outcomes come back later, by the provider's

@@ -5,7 +5,13 @@ import { recordDeliveryEvents } from '../sending/delivery-events.ts';
 import { isPending } from '../sending/delivery-states.ts';
 import { inRealTime } from '../time.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
-import { type DropCowboyResult, type DropCowboyWebhookEvent, outcomeOf, readDropCowboyCallback } from './providers/drop-cowboy-events.ts';
+import {
+  type DropCowboyOutcome,
+  type DropCowboyResult,
+  type DropCowboyWebhookEvent,
+  outcomeOf,
+  readDropCowboyCallback,
+} from './providers/drop-cowboy-events.ts';
 import type { VoicemailProvider } from './providers.ts';
 import {
   claimEvent,
@@ -144,8 +150,15 @@ export async function recordDropCowboyCallback(
   return { recorded, duplicates: fresh ? 0 : 1, ignored: 0 };
 }
 
-function resultOf(outcome: { delivered: boolean; reason: string | null }, result: DropCowboyResult, occurredAt: Date, now: Date) {
-  return { delivered: outcome.delivered, reasonCode: result.reasonCode ?? null, detail: outcome.reason, occurredAt, at: now };
+function resultOf(outcome: DropCowboyOutcome, result: DropCowboyResult, occurredAt: Date, now: Date) {
+  return {
+    delivered: outcome.delivered,
+    reasonCode: result.reasonCode ?? null,
+    detail: outcome.reason,
+    outcome: outcome.outcome,
+    occurredAt,
+    at: now,
+  };
 }
 
 /**
@@ -172,6 +185,7 @@ async function applyResult(deps: ResultDeps, deliveryId: number, now: Date): Pro
         type: submission.delivered ? 'delivered' : 'failed',
         occurredAt: submission.result_occurred_at ?? now,
         detail: submission.result_detail,
+        ...(submission.result_outcome ? { outcome: submission.result_outcome } : {}),
       },
     ],
     now,

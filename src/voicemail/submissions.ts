@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Selectable, type SqlBool, sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { ProviderSubmissionsTable } from '../db/schema.ts';
+import type { OutcomeReason, ProviderSubmissionsTable } from '../db/schema.ts';
 import { MAYBE_WITH_PROVIDER_STATES, stateList } from '../sending/delivery-states.ts';
 import type { VoicemailProvider } from './providers.ts';
 
@@ -43,6 +43,20 @@ export async function ensureSubmission(
 export async function findSubmission(db: Db, deliveryId: number): Promise<Submission | undefined> {
   const row = await db.selectFrom('provider_submissions').selectAll().where('delivery_id', '=', deliveryId).executeTakeFirst();
   return row && { ...row, delivery_id: Number(row.delivery_id) };
+}
+
+/**
+ * Keeps the body of a delivery's first request under its key, unless one is kept already; answers
+ * the body kept, which every try sends.
+ */
+export async function freezeRequestBody(db: Db, deliveryId: number, body: string): Promise<string> {
+  const row = await db
+    .updateTable('provider_submissions')
+    .set({ request_body: sql<string>`coalesce(request_body, ${body})` })
+    .where('delivery_id', '=', deliveryId)
+    .returning('request_body')
+    .executeTakeFirst();
+  return row?.request_body ?? body;
 }
 
 /** Notes the provider's id of the drop and, when the provider may stay silent, when to ask it. */
@@ -236,7 +250,9 @@ export async function pairReceipts(
 export async function storeResult(
   trx: Db,
   deliveryId: number,
-  result: { delivered: boolean; reasonCode: number | null; detail: string | null; occurredAt: Date; at: Date } | undefined,
+  result:
+    | { delivered: boolean; reasonCode: number | null; detail: string | null; outcome: OutcomeReason; occurredAt: Date; at: Date }
+    | undefined,
   extra: { proofUrl?: string; remoteDropId?: string },
 ): Promise<boolean> {
   if (extra.proofUrl || extra.remoteDropId) {
@@ -257,6 +273,7 @@ export async function storeResult(
       delivered: result.delivered,
       reason_code: result.reasonCode,
       result_detail: result.detail,
+      result_outcome: JSON.stringify(result.outcome),
       result_occurred_at: result.occurredAt,
       next_check_at: null,
     })

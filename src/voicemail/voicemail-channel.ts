@@ -23,6 +23,13 @@ interface VoicemailDeps {
   log: FastifyBaseLogger;
 }
 
+/** Each provider's name as the source of its outcomes (docs/outcomes.md): the source of its delivery events. */
+const PROVIDER_SOURCES: Record<VoicemailProvider, string> = {
+  'Drop Cowboy': 'dropcowboy',
+  Slybroadcast: 'slybroadcast',
+  Sandbox: 'sandbox',
+};
+
 /** What every delivery of one drop shares: its provider and its audio, or why none can go out. */
 type PreparedDrop =
   | { ok: true; adapter: VoicemailAdapter; callerId: string; mediaId: number; audioUrl: string; audioType: DropAudioType }
@@ -90,7 +97,10 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
       if (result.ok && prepared.adapter.provider === 'Slybroadcast')
         await awaitDisposition(Number(delivery.id), delivery.address, result.reference);
       if (result.ok) return { kind: 'sent', ...(result.reference ? { providerMessageId: result.reference } : {}) };
-      return result.retryable ? { kind: 'deferred', error: result.reason } : { kind: 'failed', error: result.reason };
+      const outcome = result.outcome ? { outcome: { ...result.outcome, source: PROVIDER_SOURCES[prepared.adapter.provider] } } : {};
+      if (!result.retryable) return { kind: 'failed', error: result.reason, ...outcome };
+      const notBefore = result.retryAfterMs === undefined ? {} : { notBefore: new Date(clock().getTime() + result.retryAfterMs) };
+      return { kind: 'deferred', error: result.reason, ...outcome, ...notBefore };
     },
   };
 

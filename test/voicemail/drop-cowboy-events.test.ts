@@ -100,7 +100,11 @@ describe("Drop Cowboy's result fixtures read into delivery outcomes", () => {
         proofUrl: undefined,
       },
     );
-    assert.deepEqual(outcomeOf(event), { delivered: true, reason: null });
+    assert.deepEqual(outcomeOf(event), {
+      delivered: true,
+      reason: null,
+      outcome: { classification: 'delivered', permanent: false, code: '0', description: null },
+    });
   });
 
   test('webhook.rvm-receipt.json: contact.rvm.receipt, 4002 → failed (mailbox full, not retried) with its proof of delivery', () => {
@@ -113,6 +117,7 @@ describe("Drop Cowboy's result fixtures read into delivery outcomes", () => {
     const outcome = outcomeOf(event);
     assert.equal(outcome?.delivered, false);
     assert.match(outcome?.reason ?? '', /voicemail box is full \(not retried\) \[reason code 4002\] \(Drop Cowboy said: VoiceMail Full\)/);
+    assert.deepEqual(outcome?.outcome, { classification: 'mailbox_full', permanent: false, code: '4002', description: 'VoiceMail Full' });
   });
 
   test('callback.rvm-success.json: flat, echoes foreign_id, success → delivered, with its proof of delivery', () => {
@@ -122,13 +127,21 @@ describe("Drop Cowboy's result fixtures read into delivery outcomes", () => {
     assert.equal(callback.dropId, 'b3e7a1c9-8d5f-4b2e-9a6c-1f4d7b3e8a52');
     assert.equal(callback.occurredAt?.toISOString(), '2026-03-20T15:04:05.000Z');
     assert.equal(callback.proofUrl, 'https://api-v2.dropcowboy.com/campaign/public/receipts/i9aI2nYpHEzKX0vysXph0ZGIYphbAduqA2PRRge0ICQ');
-    assert.deepEqual(outcomeOf(callback), { delivered: true, reason: null });
+    assert.deepEqual(outcomeOf(callback), {
+      delivered: true,
+      reason: null,
+      outcome: { classification: 'delivered', permanent: false, code: '0', description: null },
+    });
   });
 
   test('reason codes decide, never the text: each failure tells the operator what to fix', () => {
     const reason = (code: number, status = 'failure') =>
       outcomeOf({ status, reasonCode: code, reason: undefined, to: undefined, dropId: undefined, proofUrl: undefined });
-    assert.deepEqual(reason(0, 'failure'), { delivered: true, reason: null }, 'code 0 wins over the status text');
+    assert.deepEqual(
+      reason(0, 'failure'),
+      { delivered: true, reason: null, outcome: { classification: 'delivered', permanent: false, code: '0', description: null } },
+      'code 0 wins over the status text',
+    );
     assert.equal(reason(4001, 'success')?.delivered, false);
     const fixes: Record<number, RegExp> = {
       3000: /no funds: add funds/,
@@ -141,6 +154,26 @@ describe("Drop Cowboy's result fixtures read into delivery outcomes", () => {
     };
     for (const [code, pattern] of Object.entries(fixes)) assert.match(reason(Number(code))?.reason ?? '', pattern, code);
     assert.equal(reason(9999)?.reason, 'Drop Cowboy reason code 9999');
+    // Hopper's classes (docs/outcomes.md): a dead number and a missing consent suppress it; a full or missing box does not.
+    const classes: Record<number, [string, boolean]> = {
+      3000: ['account', false],
+      3001: ['audio', false],
+      4001: ['no_voicemail_box', false],
+      4002: ['mailbox_full', false],
+      4004: ['invalid_number', true],
+      4010: ['configuration', false],
+      6011: ['no_consent', true],
+      9999: ['failed', false],
+    };
+    for (const [code, [classification, permanent]] of Object.entries(classes)) {
+      const outcome = reason(Number(code))?.outcome;
+      assert.deepEqual(
+        [outcome?.classification, outcome?.permanent, outcome?.suppress ?? false, outcome?.code],
+        [classification, permanent, permanent, code],
+        code,
+      );
+    }
+    assert.equal(reason(4004)?.outcome.description, 'Number not reachable', "Drop Cowboy's name of the code when it gives no words");
     assert.equal(
       outcomeOf({ status: undefined, reasonCode: undefined, reason: undefined, to: undefined, dropId: undefined, proofUrl: undefined }),
       undefined,

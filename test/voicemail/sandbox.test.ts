@@ -42,6 +42,7 @@ describe('Sandbox voicemail provider', () => {
           submitted_at: undefined,
           outcome: delivery.address === '7272320000' ? 'failed' : 'delivered',
           reason: undefined,
+          classification: delivery.address === '7272320000' ? 'no_voicemail_box' : 'delivered',
         },
       );
       assert.equal(delivery.provider_message_id, `sandbox-${delivery.id}`);
@@ -114,6 +115,14 @@ describe('voicemail provider configuration', () => {
     });
     assert.deepEqual(configuredProviders(all), ['Slybroadcast', 'Drop Cowboy']);
     assert.equal(all.slybroadcast?.url, 'https://www.mobile-sphere.com/gateway/vmb.php');
+    assert.equal(all.slybroadcast?.mobileOnly, true, 'mobile_only=1 unless SLYBROADCAST_MOBILE_ONLY=false');
+    const landlinesToo = loadConfig({
+      ...base,
+      SLYBROADCAST_UID: 'a@example.com',
+      SLYBROADCAST_PASSWORD: 'pw',
+      SLYBROADCAST_MOBILE_ONLY: 'false',
+    });
+    assert.equal(landlinesToo.slybroadcast?.mobileOnly, false);
     assert.deepEqual(all.dropCowboy, {
       key: 'k',
       secret: 's',
@@ -170,6 +179,10 @@ describe('voicemail provider configuration', () => {
     assert.match(problems({ SLYBROADCAST_RESULT_TIMEOUT: 'later' }), /SLYBROADCAST_RESULT_TIMEOUT must look like/);
     assert.match(problems({ SLYBROADCAST_URL: 'ftp://example.com' }), /SLYBROADCAST_URL must be an absolute http\(s\) URL/);
     assert.match(problems({ SANDBOX_VOICEMAIL: 'maybe' }), /SANDBOX_VOICEMAIL must be true or false/);
+    assert.match(
+      problems({ SLYBROADCAST_UID: 'a@example.com', SLYBROADCAST_PASSWORD: 'pw', SLYBROADCAST_MOBILE_ONLY: 'landlines' }),
+      /SLYBROADCAST_MOBILE_ONLY must be true or false/,
+    );
     assert.match(problems({ SANDBOX_DELAY: 'soon' }), /SANDBOX_DELAY must look like/);
   });
 

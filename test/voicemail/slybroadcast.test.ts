@@ -73,6 +73,8 @@ describe('Slybroadcast', () => {
         c_callerID: '7272329117',
         c_date: 'now',
         c_dispo_url: `${app.publicUrl}/v3/webhooks/slybroadcast/${token}`,
+        // SLYBROADCAST_MOBILE_ONLY is on by default: Slybroadcast removes landlines itself.
+        mobile_only: '1',
       });
       assert.ok(submitted.audioBytes > 90_000, 'the gateway downloaded the audio from the public URL');
       const delivery = await deliveryTo(app.t, drop.id, submitted.fields.c_phone as string);
@@ -161,6 +163,13 @@ describe('Slybroadcast', () => {
     assert.equal(refused.state, 'failed');
     assert.equal(refused.last_error, 'Slybroadcast refused the drop: Number is on the Do Not Call list');
     assert.equal(refused.attempts, 1, 'not retried');
+    // The refusal is classified like a disposition: a Do-Not-Call hit suppresses the number.
+    const listed = (await asKey(app.t.app, app.owner.key).get(`/v3/voicemail_drops/${drop.id}/deliveries`)).body.data as any[];
+    const outcome = listed.find((d) => d.address === '7272329122').outcome;
+    assert.deepEqual([outcome.classification, outcome.permanent, outcome.code, outcome.source], ['dnc', true, 'ERROR', 'slybroadcast']);
+    const contactId = listed.find((d) => d.address === '7272329122').contact_id;
+    const contact = (await asKey(app.t.app, app.owner.key).get(`/v3/contacts/${contactId}`)).body;
+    assert.equal(contact.phone_suppression.reason, 'dnc');
   });
 
   test('a provider that is down (connection refused, then 503) is retried until it answers', async () => {

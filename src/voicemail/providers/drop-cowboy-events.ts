@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { OutcomeReason } from '../../db/schema.ts';
 
 /**
  * What Drop Cowboy posts back, read as its own repository documents it
@@ -105,38 +106,135 @@ function readResult(data: Record<string, unknown>, numberField: string): DropCow
   };
 }
 
+/** What a result means for the delivery: delivered or not, the operator's words, and the outcome (docs/outcomes.md). */
+export interface DropCowboyOutcome {
+  delivered: boolean;
+  reason: string | null;
+  outcome: OutcomeReason;
+}
+
 /**
  * What a result means for the delivery. Drop Cowboy says to branch on `reason_code`, never on the
  * text: 0 is a voicemail left in the mailbox; any other code failed, worded so the operator knows
- * what to fix. Undefined when the result says neither (no code and no final status).
+ * what to fix, and classified by DROPCOWBOY_CODES. Undefined when the result says neither (no code
+ * and no final status).
  */
-export function outcomeOf(result: DropCowboyResult): { delivered: boolean; reason: string | null } | undefined {
+export function outcomeOf(result: DropCowboyResult): DropCowboyOutcome | undefined {
   const code = result.reasonCode;
+  const words = result.reason ?? null;
   if (code === undefined) {
-    if (result.status === 'success') return { delivered: true, reason: null };
+    if (result.status === 'success')
+      return { delivered: true, reason: null, outcome: { classification: 'delivered', permanent: false, description: words } };
     if (result.status === 'failure')
-      return { delivered: false, reason: `Drop Cowboy: failure${result.reason ? ` (${result.reason})` : ''}` };
+      return {
+        delivered: false,
+        reason: `Drop Cowboy: failure${result.reason ? ` (${result.reason})` : ''}`,
+        outcome: { classification: 'failed', permanent: false, code: 'failure', description: words },
+      };
     return undefined;
   }
-  if (code === 0) return { delivered: true, reason: null };
-  const known = REASONS[code];
+  if (code === 0)
+    return { delivered: true, reason: null, outcome: { classification: 'delivered', permanent: false, code: '0', description: words } };
+  const known = DROPCOWBOY_CODES[code];
   const said = result.reason ? ` (Drop Cowboy said: ${result.reason})` : '';
-  return { delivered: false, reason: `${known ?? `Drop Cowboy reason code ${code}`}${known ? ` [reason code ${code}]` : ''}${said}` };
+  return {
+    delivered: false,
+    reason: `${known?.advice ?? `Drop Cowboy reason code ${code}`}${known ? ` [reason code ${code}]` : ''}${said}`,
+    outcome: {
+      classification: known?.classification ?? 'failed',
+      permanent: known?.permanent ?? false,
+      code: String(code),
+      description: words ?? known?.words ?? null,
+      ...(known?.permanent ? { suppress: true } : {}),
+    },
+  };
 }
 
-/** Drop Cowboy's reason codes (docs/concepts/send-results.md) with what the operator does about each. */
-const REASONS: Record<number, string> = {
-  3000: 'The Drop Cowboy account has no funds: add funds, then send the drop again',
-  3001: 'Drop Cowboy could not use the audio: check the media item is an MP3 or WAV that plays, or remove the remembered upload',
-  3007: 'Drop Cowboy refused the API key or secret: fix DROPCOWBOY_KEY and DROPCOWBOY_SECRET',
-  3014: "audio_url is not enabled on this Drop Cowboy account: unset DROPCOWBOY_AUDIO_URL so Hopper uploads the audio (media_id), or ask Drop Cowboy's support to enable it",
-  3027: 'Drop Cowboy saw this Idempotency-Key before with another body; nothing was sent',
-  3028: 'Drop Cowboy refused the Idempotency-Key as invalid; nothing was sent',
-  3040: 'The Drop Cowboy account is in testing mode and this is not one of its test numbers',
-  4001: 'No voicemail box is set up on this number (not retried)',
-  4002: 'The voicemail box is full (not retried)',
-  4010: 'Drop Cowboy has no phone line to send from: set DROPCOWBOY_PHONE_LINE_ID or a default line on the account',
-  6011: 'Drop Cowboy has no consent on file for this number: record the opt-in first',
+interface CodeClass {
+  /** Hopper's class of the result (docs/outcomes.md, "Drop Cowboy"). */
+  classification: string;
+  /** The number is dead or may not be called: it is suppressed on the contact. */
+  permanent: boolean;
+  /** Drop Cowboy's own name of the code, when its result gives no words. */
+  words: string;
+  /** What the operator does about it. */
+  advice: string;
+}
+
+/**
+ * Drop Cowboy's reason codes (docs/concepts/send-results.md; 4004 is its test numbers' dead
+ * number) in Hopper's classes, with what the operator does about each. A dead number, a missing
+ * consent are permanent: the number is suppressed. A full or missing mailbox is about this drop.
+ */
+const DROPCOWBOY_CODES: Record<number, CodeClass> = {
+  3000: {
+    classification: 'account',
+    permanent: false,
+    words: 'Insufficient funds',
+    advice: 'The Drop Cowboy account has no funds: add funds, then send the drop again',
+  },
+  3001: {
+    classification: 'audio',
+    permanent: false,
+    words: 'Audio not usable',
+    advice: 'Drop Cowboy could not use the audio: check the media item is an MP3 or WAV that plays, or remove the remembered upload',
+  },
+  3007: {
+    classification: 'account',
+    permanent: false,
+    words: 'Invalid credentials',
+    advice: 'Drop Cowboy refused the API key or secret: fix DROPCOWBOY_KEY and DROPCOWBOY_SECRET',
+  },
+  3014: {
+    classification: 'configuration',
+    permanent: false,
+    words: 'audio_url not enabled',
+    advice:
+      "audio_url is not enabled on this Drop Cowboy account: unset DROPCOWBOY_AUDIO_URL so Hopper uploads the audio (media_id), or ask Drop Cowboy's support to enable it",
+  },
+  3027: {
+    classification: 'configuration',
+    permanent: false,
+    words: 'Idempotency-Key reused with another body',
+    advice: 'Drop Cowboy saw this Idempotency-Key before with another body; nothing was sent',
+  },
+  3028: {
+    classification: 'configuration',
+    permanent: false,
+    words: 'Invalid Idempotency-Key',
+    advice: 'Drop Cowboy refused the Idempotency-Key as invalid; nothing was sent',
+  },
+  3040: {
+    classification: 'account',
+    permanent: false,
+    words: 'Testing mode',
+    advice: 'The Drop Cowboy account is in testing mode and this is not one of its test numbers',
+  },
+  4001: {
+    classification: 'no_voicemail_box',
+    permanent: false,
+    words: 'No voicemail set up',
+    advice: 'No voicemail box is set up on this number (not retried)',
+  },
+  4002: { classification: 'mailbox_full', permanent: false, words: 'VoiceMail Full', advice: 'The voicemail box is full (not retried)' },
+  4004: {
+    classification: 'invalid_number',
+    permanent: true,
+    words: 'Number not reachable',
+    advice: 'The number is not reachable: it is suppressed, later drops skip it',
+  },
+  4010: {
+    classification: 'configuration',
+    permanent: false,
+    words: 'No phone line',
+    advice: 'Drop Cowboy has no phone line to send from: set DROPCOWBOY_PHONE_LINE_ID or a default voice line on the account',
+  },
+  6011: {
+    classification: 'no_consent',
+    permanent: true,
+    words: 'No consent on file',
+    advice: 'Drop Cowboy has no consent on file for this number: it is suppressed until you record the opt-in and lift it',
+  },
 };
 
 /** A NANP number as Hopper sends it (`+1` and ten digits), whatever its punctuation; else as given. */

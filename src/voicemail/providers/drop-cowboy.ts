@@ -2,8 +2,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { DropCowboyConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
 import type { Clock } from '../../time.ts';
-import { type DropSubmission, describeFetchError, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
-import { ensureSubmission, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
+import { type DropSubmission, describeFetchError, type SubmitOutcome, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
+import { ensureSubmission, freezeRequestBody, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
 
 /**
  * Drop Cowboy, API v2, as its own repository documents it (`Drop-Cowboy/dropcowboy`,
@@ -18,11 +18,20 @@ import { ensureSubmission, noteAccepted, remoteMediaId, saveRemoteMediaId } from
  *   `media_id` of the item uploaded once to Drop Cowboy's media library, or `audio_url` where
  *   support enabled it — `foreign_id` (the delivery) and `callback_url` with a secret token;
  * - media import by URL: `POST /media/public/media {name, type: "rvm", url, ext}` →
- *   `{data: {media_id}}`; lines: `GET /phone/public/lines` → `data[]` with `is_default`/`default`.
+ *   `{data: {media_id}}`; lines: `GET /phone/public/lines` → `data[]` with `type` and
+ *   `is_default`/`default`: the default *voice* line (its `lookups.js`), never an SMS line;
+ * - a 429 carries `Retry-After`: nothing goes to the account before it has passed (AccountPace).
+ *
+ * The body of a delivery's first `POST /rvm` is kept with its key (`provider_submissions.request_body`)
+ * and every retry sends those bytes again, whatever the configuration (line, BYOC, audio_url) says
+ * by then: the same key with another body is refused (3027) and drops nothing.
  */
 const SUBMIT_TIMEOUT_MS = 30_000;
 const IMPORT_TIMEOUT_MS = 120_000;
 const EXTENSIONS: Record<string, string> = { wav: '.wav', mp3: '.mp3' };
+/** How long a failed media import answers for its media item without asking again: refused, and not reached (or 5xx). */
+const IMPORT_REFUSED_MEMORY_MS = 60_000;
+const IMPORT_FAILED_MEMORY_MS = 1_000;
 
 export function dropCowboyAdapter(
   config: DropCowboyConfig,
@@ -37,19 +46,36 @@ export function dropCowboyAdapter(
     'x-key': config.key,
     'x-secret': config.secret,
   };
-  // Uploads in progress in this process, by media id: two deliveries of a drop upload once.
+  // Uploads in progress in this process, by media id: the deliveries of a drop upload once, and a
+  // failed upload answers for a while (IMPORT_*_MEMORY_MS) instead of one try per delivery.
   const uploads = new Map<number, Promise<string>>();
   let defaultLine: Promise<string | undefined> | undefined;
+  const pace = new AccountPace();
 
   async function call(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, extra: Record<string, string> = {}) {
+    const waitMs = pace.waitMs();
+    // A long pause is not waited out holding the delivery: it is tried again once the pause is over.
+    if (waitMs > MAX_WAIT_MS) {
+      throw new CallError(
+        429,
+        `Drop Cowboy asked Hopper to slow down (HTTP 429): nothing is sent for ${Math.ceil(waitMs / 1000)} s`,
+        waitMs,
+      );
+    }
+    await pace.turn();
     const response = await fetch(`${config.url}${path}`, {
       method,
       headers: { ...headers, ...extra },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
-    return { status: response.status, ok: response.ok, json: parseJson(text) };
+    const retryAfterMs = response.status === 429 ? retryAfter(response.headers.get('retry-after'), Date.now()) : undefined;
+    if (response.status === 429) {
+      pace.slowDown(retryAfterMs);
+      log.warn({ path, retryAfterMs }, 'Drop Cowboy answered 429: the account slows down');
+    } else if (response.ok) pace.ease();
+    return { status: response.status, ok: response.ok, json: parseJson(text), retryAfterMs };
   }
 
   async function mediaIdFor(drop: DropSubmission): Promise<string> {
@@ -77,9 +103,15 @@ export function dropCowboyAdapter(
         return mediaId;
       })();
       uploads.set(drop.mediaId, upload);
+      const mine = upload;
+      const forget = (afterMs: number) => {
+        const timer = setTimeout(() => uploads.get(drop.mediaId) === mine && uploads.delete(drop.mediaId), afterMs);
+        timer.unref();
+      };
       upload.then(
         () => uploads.delete(drop.mediaId),
-        () => uploads.delete(drop.mediaId),
+        (error: unknown) =>
+          forget(error instanceof CallError && !retryableStatus(error.status) ? IMPORT_REFUSED_MEMORY_MS : IMPORT_FAILED_MEMORY_MS),
       );
     }
     return upload;
@@ -92,7 +124,7 @@ export function dropCowboyAdapter(
         const reply = await call('GET', '/phone/public/lines', undefined, SUBMIT_TIMEOUT_MS);
         if (!reply.ok)
           throw new CallError(reply.status, `Drop Cowboy did not list the phone lines (HTTP ${reply.status}${problemText(reply.json)})`);
-        const line = listOf(reply.json).find((item) => item.is_default === true || item.default === true);
+        const line = defaultVoiceLine(listOf(reply.json));
         const id = line?.ivr_id ?? line?.phone_line_id ?? line?.id;
         return typeof id === 'string' && id !== '' ? id : undefined;
       })();
@@ -109,68 +141,179 @@ export function dropCowboyAdapter(
     async submit(drop): Promise<SubmitResult> {
       const to = `+1${drop.phone}`;
       const submission = await ensureSubmission(db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to }, clock());
-      let audio: { media_id: string } | { audio_url: string };
-      let sender: { phone_line_id: string } | { caller_id: string };
-      try {
-        if (config.audioUrl) audio = { audio_url: drop.audioUrl };
-        else if (!EXTENSIONS[drop.audioType]) {
+      // A retry: the bytes first sent under this key, whatever the configuration says now.
+      const body = submission.request_body ?? (await firstBody(drop, to, submission.callback_token));
+      if (typeof body !== 'string') return body;
+      return send(drop, body, submission.idempotency_key);
+    },
+  };
+
+  /** The body of a delivery's first request, kept with its key before it is sent; or why there is none. */
+  async function firstBody(drop: DropSubmission, to: string, callbackToken: string): Promise<string | SubmitResult> {
+    let audio: { media_id: string } | { audio_url: string };
+    let sender: { phone_line_id: string } | { caller_id: string };
+    try {
+      if (config.audioUrl) audio = { audio_url: drop.audioUrl };
+      else if (!EXTENSIONS[drop.audioType]) {
+        return {
+          ok: false,
+          retryable: false,
+          reason: `Drop Cowboy plays MP3 and WAV audio only; this drop's audio is ${drop.audioType.toUpperCase()}.`,
+        };
+      } else audio = { media_id: await mediaIdFor(drop) };
+      if (config.byoc) sender = { caller_id: `+1${drop.callerId}` };
+      else {
+        const line = await lineId();
+        if (!line) {
           return {
             ok: false,
             retryable: false,
-            reason: `Drop Cowboy plays MP3 and WAV audio only; this drop's audio is ${drop.audioType.toUpperCase()}.`,
+            reason:
+              'Drop Cowboy has no phone line to send from: set DROPCOWBOY_PHONE_LINE_ID, or a default voice line on the account (reason 4010).',
           };
-        } else audio = { media_id: await mediaIdFor(drop) };
-        if (config.byoc) sender = { caller_id: `+1${drop.callerId}` };
-        else {
-          const line = await lineId();
-          if (!line) {
-            return {
-              ok: false,
-              retryable: false,
-              reason:
-                'Drop Cowboy has no phone line to send from: set DROPCOWBOY_PHONE_LINE_ID, or a default line on the account (reason 4010).',
-            };
-          }
-          sender = { phone_line_id: line };
         }
-      } catch (error) {
-        // Refused (a key without media:write, a URL Drop Cowboy cannot fetch): trying again will not help.
-        if (error instanceof CallError) return { ok: false, retryable: retryableStatus(error.status), reason: error.message };
-        return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
+        sender = { phone_line_id: line };
       }
-      const body = {
-        to,
-        ...sender,
-        ...audio,
-        foreign_id: String(drop.deliveryId),
-        callback_url: `${publicUrl}/v3/webhooks/dropcowboy/callback/${submission.callback_token}`,
-      };
-      let reply: Awaited<ReturnType<typeof call>>;
-      try {
-        reply = await call('POST', '/rvm', body, SUBMIT_TIMEOUT_MS, { 'idempotency-key': submission.idempotency_key });
-      } catch (error) {
-        return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
+    } catch (error) {
+      // Refused (a key without media:write, a URL Drop Cowboy cannot fetch): trying again will not help.
+      if (error instanceof CallError) return callFailure(error);
+      return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
+    }
+    const body = JSON.stringify({
+      to,
+      ...sender,
+      ...audio,
+      foreign_id: String(drop.deliveryId),
+      callback_url: `${publicUrl}/v3/webhooks/dropcowboy/callback/${callbackToken}`,
+    });
+    // Two processes trying the same delivery at once keep one body: the first stored.
+    return freezeRequestBody(db, drop.deliveryId, body);
+  }
+
+  async function send(drop: DropSubmission, body: string, idempotencyKey: string): Promise<SubmitResult> {
+    let reply: Awaited<ReturnType<typeof call>>;
+    try {
+      reply = await call('POST', '/rvm', body, SUBMIT_TIMEOUT_MS, { 'idempotency-key': idempotencyKey });
+    } catch (error) {
+      if (error instanceof CallError) return callFailure(error);
+      return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
+    }
+    if (reply.ok) {
+      const messageId = reply.json?.message_id;
+      const reference = typeof messageId === 'string' || typeof messageId === 'number' ? String(messageId) : undefined;
+      await noteAccepted(db, drop.deliveryId, reference);
+      return { ok: true, reference };
+    }
+    const reason = `Drop Cowboy answered HTTP ${reply.status}${problemText(reply.json)}`;
+    // The same key and body are sent again, so a retry after a 5xx, a 429 or a lost reply never drops twice.
+    return {
+      ok: false,
+      retryable: retryableStatus(reply.status),
+      reason,
+      outcome: refusal(reply.status, reply.json),
+      ...(reply.retryAfterMs !== undefined ? { retryAfterMs: reply.retryAfterMs } : {}),
+    };
+  }
+}
+
+/**
+ * The account's pace, shared by every request of this process: after a 429 nothing is sent before
+ * its `Retry-After` (seconds or an HTTP date; 2 s when absent) has passed, and requests are then
+ * spaced — 100 ms after the first 429, doubling with each further one up to 2 s — the spacing
+ * halving again with each request answered 2xx. Each process keeps its own pace.
+ */
+class AccountPace {
+  #resumeAt = 0;
+  #spacingMs = 0;
+  #nextAt = 0;
+
+  /** How long the next request would wait for its turn. */
+  waitMs(): number {
+    return Math.max(0, Math.max(this.#resumeAt, this.#nextAt) - Date.now());
+  }
+
+  /** Waits for this request's turn. */
+  async turn(): Promise<void> {
+    for (;;) {
+      const now = Date.now();
+      const at = Math.max(this.#resumeAt, this.#nextAt);
+      if (at <= now) {
+        this.#nextAt = now + this.#spacingMs;
+        return;
       }
-      if (reply.ok) {
-        const messageId = reply.json?.message_id;
-        const reference = typeof messageId === 'string' || typeof messageId === 'number' ? String(messageId) : undefined;
-        await noteAccepted(db, drop.deliveryId, reference);
-        return { ok: true, reference };
-      }
-      const reason = `Drop Cowboy answered HTTP ${reply.status}${problemText(reply.json)}`;
-      // The same key is sent again, so a retry after a 5xx or a lost reply never drops twice.
-      return { ok: false, retryable: retryableStatus(reply.status), reason };
-    },
+      await new Promise((resolve) => setTimeout(resolve, at - now));
+    }
+  }
+
+  slowDown(retryAfterMs: number | undefined): void {
+    this.#resumeAt = Math.max(this.#resumeAt, Date.now() + (retryAfterMs ?? DEFAULT_RETRY_AFTER_MS));
+    this.#spacingMs = Math.min(MAX_SPACING_MS, this.#spacingMs === 0 ? 100 : this.#spacingMs * 2);
+  }
+
+  ease(): void {
+    this.#spacingMs = this.#spacingMs <= 100 ? 0 : Math.floor(this.#spacingMs / 2);
+  }
+}
+
+const DEFAULT_RETRY_AFTER_MS = 2_000;
+/** The longest pause a request waits out in place; beyond it the delivery is deferred. */
+const MAX_WAIT_MS = 30_000;
+const MAX_SPACING_MS = 2_000;
+/** The longest Retry-After honoured as given (a longer one is capped: the delivery is deferred that long). */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
+/** `Retry-After` in milliseconds from now: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+function retryAfter(value: string | null, now: number): number | undefined {
+  if (!value) return undefined;
+  const text = value.trim();
+  const ms = /^\d{1,10}$/.test(text) ? Number(text) * 1000 : Date.parse(text) - now;
+  return Number.isFinite(ms) ? Math.min(MAX_RETRY_AFTER_MS, Math.max(0, ms)) : undefined;
+}
+
+/** The default voice line of the account: a line typed `voice` (or untyped) flagged default; never an SMS line. */
+function defaultVoiceLine(lines: Record<string, unknown>[]): Record<string, unknown> | undefined {
+  const kind = (line: Record<string, unknown>) => {
+    const type = line.type ?? line.line_type ?? line.product ?? line.channel;
+    return typeof type === 'string' ? type.toLowerCase() : undefined;
+  };
+  const isDefault = (line: Record<string, unknown>) => line.is_default === true || line.default === true;
+  const voice = lines.filter((line) => {
+    const type = kind(line);
+    return type === undefined || type === 'voice' || type === 'rvm';
+  });
+  return voice.find(isDefault);
+}
+
+/** A refused request's outcome: Drop Cowboy's code (its `details.code`, else `code`, else the HTTP status) and words. */
+function refusal(status: number, json: Record<string, unknown> | undefined): SubmitOutcome {
+  const details = isObject(json?.details) ? json.details : undefined;
+  const code = [details?.code, json?.code].find((c) => typeof c === 'string' || typeof c === 'number');
+  return {
+    classification: status === 429 ? 'rate_limited' : status >= 500 ? 'provider_unavailable' : 'refused',
+    permanent: false,
+    code: code === undefined ? `HTTP ${status}` : String(code),
+    description: problemText(json).replace(/^: /, '') || null,
   };
 }
 
-/** A Drop Cowboy call answered with an error status. */
+/** A Drop Cowboy call answered with an error status (or held back by the account's pace: 429). */
 class CallError extends Error {
   readonly status: number;
-  constructor(status: number, message: string) {
+  readonly retryAfterMs: number | undefined;
+  constructor(status: number, message: string, retryAfterMs?: number) {
     super(message);
     this.status = status;
+    this.retryAfterMs = retryAfterMs;
   }
+}
+
+function callFailure(error: CallError): SubmitResult {
+  return {
+    ok: false,
+    retryable: retryableStatus(error.status),
+    reason: error.message,
+    ...(error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {}),
+  };
 }
 
 /** Worth trying again (with the same Idempotency-Key): Drop Cowboy was down, busy or still working. */
@@ -178,12 +321,13 @@ function retryableStatus(status: number): boolean {
   return status >= 500 || [408, 409, 425, 429].includes(status);
 }
 
-/** `title`/`detail`/`code` (or `message`/`error`) of an error body, for the delivery's last error. */
+/** `title`/`detail`/`code` (or `message`/`error`) of an error body and its `details.code`, for the delivery's last error. */
 function problemText(json: Record<string, unknown> | undefined): string {
   if (!json) return '';
-  const parts = ['title', 'detail', 'code', 'message', 'error']
-    .map((k) => json[k])
-    .filter((v): v is string | number => typeof v === 'string' || typeof v === 'number');
+  const details = isObject(json.details) ? json.details : {};
+  const parts = [json.title, json.detail, json.code, json.message, json.error, details.code, details.message]
+    .filter((v): v is string | number => typeof v === 'string' || typeof v === 'number')
+    .filter((v, i, all) => all.indexOf(v) === i);
   return parts.length > 0 ? `: ${parts.join(' — ').slice(0, 200)}` : '';
 }
 

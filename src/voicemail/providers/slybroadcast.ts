@@ -1,5 +1,6 @@
 import type { SlybroadcastConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
+import type { OutcomeReason } from '../../db/schema.ts';
 import { ensureSecret } from '../../db/secrets.ts';
 import type { Clock } from '../../time.ts';
 import { zonedInstant } from '../calling-hours.ts';
@@ -43,6 +44,8 @@ export function slybroadcastAdapter(config: SlybroadcastConfig, dispositionUrl: 
         c_callerID: drop.callerId,
         c_date: 'now',
         c_dispo_url: await dispositionUrl(),
+        // Ringless voicemail is for mobile phones: Slybroadcast removes landlines ("Landline Removed").
+        ...(config.mobileOnly ? { mobile_only: '1' } : {}),
       });
       let response: Response;
       let text: string;
@@ -80,7 +83,13 @@ function readSubmitReply(text: string): SubmitResult {
   }
   if (/^ERROR\b/i.test(first)) {
     const reason = lines[1] ?? first.replace(/^ERROR\W*/i, '');
-    return { ok: false, retryable: false, reason: `Slybroadcast refused the drop: ${reason || 'no reason given'}` };
+    // A refusal that names the number (a Do-Not-Call hit, a landline) is classified as its disposition would be.
+    return {
+      ok: false,
+      retryable: false,
+      reason: `Slybroadcast refused the drop: ${reason || 'no reason given'}`,
+      outcome: { ...slybroadcastOutcome('ERROR', reason), ...(/\b(c_|audio|user|password)/i.test(reason) ? { suppress: false } : {}) },
+    };
   }
   return {
     ok: false,
@@ -91,7 +100,10 @@ function readSubmitReply(text: string): SubmitResult {
 
 /**
  * The `var` values of a disposition post, each one or more lines of
- * `session_id|phone|status|failure_reason|delivery_time|carrier` (values may be quoted). Lines
+ * `session_id|phone|status|failure_reason|delivery_time|carrier` (values may be quoted; the
+ * session may be written `session_id=NNN`, as `callstatus` answers). Lines without a failure reason
+ * or a carrier have fewer columns: the delivery time is the column that reads as one, the carrier
+ * the one after it. A status still in progress (`SLYBROADCAST_PENDING`) is not an outcome. Lines
  * that are not that shape are counted as malformed and otherwise ignored.
  */
 export function readDispositions(values: readonly string[], now: Date): { outcomes: ProviderOutcome[]; malformed: number } {
@@ -101,23 +113,64 @@ export function readDispositions(values: readonly string[], now: Date): { outcom
     if (line.trim() === '') continue;
     // Quotes may wrap the whole line or each value: stripped from both ends of every value.
     const fields = line.split('|').map((field) => field.trim().replace(/^["']/, '').replace(/["']$/, '').trim());
-    const [sessionId = '', phone = '', status = '', failureReason = '', deliveryTime = '', carrier = ''] = fields;
+    const [first = '', phone = '', status = ''] = fields;
+    const sessionId = first.replace(/^session[ _]?id\s*[=:]\s*/i, '');
     const digits = phone.replace(/\D/g, '').replace(/^1(\d{10})$/, '$1');
     if (fields.length < 3 || !/^[\w-]{1,64}$/.test(sessionId) || !/^\d{10}$/.test(digits) || status === '') {
       malformed++;
       continue;
     }
-    const delivered = status.toUpperCase() === 'OK';
+    if (SLYBROADCAST_PENDING.test(status)) continue;
+    const rest = fields.slice(3);
+    const timeAt = rest.findIndex((field) => easternTime(field) !== undefined);
+    const failureReason = (timeAt >= 0 ? rest.slice(0, timeAt) : rest.slice(0, 1)).filter((f) => f !== '').join(' ');
+    const deliveryTime = timeAt >= 0 ? (rest[timeAt] ?? '') : '';
+    const carrier = (timeAt >= 0 ? rest[timeAt + 1] : rest[2]) ?? '';
+    const outcome = slybroadcastOutcome(status, failureReason);
+    const delivered = outcome.classification === 'delivered';
     outcomes.push({
       reference: sessionId,
       eventId: sessionId,
       phone: digits,
       delivered,
       reason: delivered ? (carrier ? `carrier: ${carrier}` : null) : failureReason || `status ${status}`,
+      outcome,
       occurredAt: easternTime(deliveryTime) ?? now,
     });
   }
   return { outcomes, malformed };
+}
+
+/** Status words of a drop still queued or calling: not an outcome yet. */
+const SLYBROADCAST_PENDING = /^(pending|queued|in ?progress|calling|scheduled|running|paused|processing)$/i;
+/** Status words of a voicemail left. */
+const SLYBROADCAST_DELIVERED = /^(ok|delivered|success|successful|completed?|sent)$/i;
+
+/**
+ * Slybroadcast's words in Hopper's classes (docs/outcomes.md, "Slybroadcast"), read from the status
+ * and the failure reason together: the status column of its results carries the removals
+ * ("Landline Removed", "Do Not Dial List Removed"), the reason column the failures. A landline, a
+ * Do-Not-Call hit or a dead number is permanent: the number is suppressed.
+ */
+const SLYBROADCAST_CLASSES: readonly [RegExp, string, boolean][] = [
+  [/landline/i, 'landline', true],
+  [/do[ -]?not[ -]?(dial|call)|\bdnc\b|\bdnd\b/i, 'dnc', true],
+  [/invalid|bad (phone )?number|disconnected|not in service|wrong number|non-?working|unallocated/i, 'invalid_number', true],
+  [/(mail ?box|voice ?mail) (is )?full|\bfull\b/i, 'mailbox_full', false],
+  [/no voice ?mail|voice ?mail not (set|found)|not set up/i, 'no_voicemail_box', false],
+  [/duplicate/i, 'duplicate', false],
+  [/carrier|busy|network|time ?out|no answer|unreachable|congest/i, 'carrier_failure', false],
+  [/cancel|stopped/i, 'cancelled', false],
+];
+
+function slybroadcastOutcome(status: string, failureReason: string): OutcomeReason {
+  const words = [status, failureReason].filter((w) => w !== '').join(': ');
+  if (SLYBROADCAST_DELIVERED.test(status))
+    return { classification: 'delivered', permanent: false, code: status, description: failureReason || null };
+  const text = `${status} ${failureReason}`;
+  const match = SLYBROADCAST_CLASSES.find(([pattern]) => pattern.test(text));
+  const [, classification, permanent] = match ?? [undefined, 'failed', false];
+  return { classification, permanent, code: status, description: words, ...(permanent ? { suppress: true } : {}) };
 }
 
 /** `YYYY-MM-DD HH:MM:SS` in US Eastern time, as Slybroadcast writes times. */
@@ -149,15 +202,14 @@ export async function slybroadcastControl(config: SlybroadcastConfig, option: st
 
 /**
  * The answer to `c_option=callstatus` for one session and number. PROVIDERS.md documents the
- * option but not its reply, so Hopper reads it as the disposition callback's lines
- * (`session_id|phone|status|failure_reason|delivery_time|carrier`) and takes the line of this
- * session and number; `ERROR`, or anything else, is no answer yet.
+ * option but not its reply; both forms seen are read: lines shaped as the disposition callback's
+ * (`session_id|phone|status|…`), and the same with the session written `session_id=NNN|phone|…`,
+ * after an `OK` line or without one. The line of this session and number is taken; a status still
+ * in progress, `ERROR`, or anything else is no answer yet.
  */
 export function readCallStatus(text: string, sessionId: string, phone: string, now: Date): ProviderOutcome | undefined {
   if (/^\s*ERROR\b/i.test(text)) return undefined;
-  // Still queued or calling: not an outcome.
-  const pending = /^["']?\s*(pending|queued|in ?progress|calling|scheduled|running)?\s*["']?$/i;
-  const lines = text.split(/\r?\n/).filter((line) => line.includes('|') && !pending.test(line.split('|')[2] ?? ''));
+  const lines = text.split(/\r?\n/).filter((line) => line.includes('|'));
   const { outcomes } = readDispositions(lines, now);
   return outcomes.find((o) => o.reference === sessionId && o.phone === phone);
 }

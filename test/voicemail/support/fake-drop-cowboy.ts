@@ -30,6 +30,8 @@ export interface DropCowboyRequest {
   idempotencyKey: string | undefined;
   body: string;
   status: number;
+  /** When it arrived (wall clock, ms). */
+  at: number;
 }
 
 export interface DropCowboyDrop {
@@ -40,6 +42,8 @@ export interface DropCowboyDrop {
   receiptDropId: string;
   idempotencyKey: string;
   body: Record<string, string>;
+  /** The body's bytes as they came: a retry under the same key must send exactly these. */
+  raw: string;
 }
 
 export interface DropCowboyOutcome {
@@ -54,6 +58,8 @@ const USER_ID = '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d';
 /** The number Drop Cowboy sent from (the callback's `caller_id`, the webhooks' `from`). */
 const FROM = '+12125550100';
 export const PHONE_LINE_ID = 'e2b6f9a3-5c1d-4e8b-a4f7-9c3e1b5d7a28';
+/** The account's default SMS line, listed first: never the line of a ringless voicemail. */
+export const SMS_LINE_ID = '7d3c1b2a-9e8f-4a6b-8c5d-2e1f0a9b8c7d';
 
 export class FakeDropCowboy {
   readonly requests: DropCowboyRequest[] = [];
@@ -70,6 +76,10 @@ export class FakeDropCowboy {
   readonly #contacts = new Map<string, string>();
   /** HTTP statuses the next media imports get (a key without media:write gets 403). */
   readonly refuseImports: number[] = [];
+  /** A burst of 429s (with this Retry-After, seconds) for `ms` from the first `POST /rvm` it meets. */
+  #rateLimited: { ms: number; until?: number; retryAfter: string | undefined } | undefined;
+  /** The next `POST /rvm` for a number get these refusals (status and problem body). */
+  readonly #refusals = new Map<string, { status: number; body: unknown }[]>();
   readonly #server: Server;
   readonly #credentials: { key: string; secret: string };
   readonly #webhookSecrets: string[];
@@ -92,7 +102,7 @@ export class FakeDropCowboy {
         (reply) =>
           reply === 'lost'
             ? res.socket?.destroy()
-            : res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body)),
+            : res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers }).end(JSON.stringify(reply.body)),
         (error) => res.writeHead(500).end(String(error)),
       );
     });
@@ -114,6 +124,24 @@ export class FakeDropCowboy {
   /** The next `POST /rvm` for `to` (E.164) get these HTTP statuses before one is accepted. */
   failFirst(to: string, ...statuses: number[]): void {
     this.#failures.set(to, statuses);
+  }
+
+  /**
+   * From the next `POST /rvm` on, for `ms`, every one gets 429 Too Many Requests, with
+   * `Retry-After: <retryAfter>` when given. Answers when the burst began (wall clock, ms), once it has.
+   */
+  rateLimit(ms: number, retryAfter?: number | string): () => number | undefined {
+    const burst: { ms: number; until?: number; retryAfter: string | undefined } = {
+      ms,
+      retryAfter: retryAfter === undefined ? undefined : String(retryAfter),
+    };
+    this.#rateLimited = burst;
+    return () => (burst.until === undefined ? undefined : burst.until - ms);
+  }
+
+  /** The next `POST /rvm` for `to` is refused with this status and problem body (e.g. with `details.code`). */
+  refuseNext(to: string, status: number, body: unknown): void {
+    this.#refusals.set(to, [...(this.#refusals.get(to) ?? []), { status, body }]);
   }
 
   /** The next accepted drop to `to` is queued, but the connection drops before the answer. */
@@ -290,24 +318,27 @@ export class FakeDropCowboy {
     await new Promise((resolve) => this.#server.close(resolve));
   }
 
-  async #handle(req: IncomingMessage): Promise<{ status: number; body: unknown } | 'lost'> {
+  async #handle(req: IncomingMessage): Promise<{ status: number; body: unknown; headers?: Record<string, string> } | 'lost'> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
     const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
     const path = (req.url ?? '').split('?')[0] ?? '';
-    const answer = (status: number, body: unknown) => {
-      this.requests.push({ method: req.method ?? '', path, idempotencyKey, body: raw, status });
-      return { status, body };
+    const at = Date.now();
+    const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      this.requests.push({ method: req.method ?? '', path, idempotencyKey, body: raw, status, at });
+      return { status, body, headers };
     };
     if (req.headers['x-key'] !== this.#credentials.key || req.headers['x-secret'] !== this.#credentials.secret) {
       return answer(401, { title: 'Unauthorized', code: 'invalid_credentials' });
     }
     if (req.method === 'GET' && path === '/phone/public/lines') {
       return answer(200, {
+        // Each product has its default line (lookups.js takes the default voice line).
         data: [
-          { ivr_id: '0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f', name: 'Other', is_default: false },
-          { ivr_id: PHONE_LINE_ID, name: 'Main', is_default: true },
+          { ivr_id: SMS_LINE_ID, name: 'Texts', type: 'sms', is_default: true },
+          { ivr_id: '0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f', name: 'Other', type: 'voice', is_default: false },
+          { ivr_id: PHONE_LINE_ID, name: 'Main', type: 'voice', is_default: true },
         ],
         meta: { request_id: randomUUID() },
       });
@@ -330,8 +361,19 @@ export class FakeDropCowboy {
     if (!String(req.headers['content-type']).startsWith('application/json')) return answer(415, { title: 'JSON only' });
     const body = JSON.parse(raw) as Record<string, string>;
 
+    const limited = this.#rateLimited;
+    if (limited) limited.until ??= at + limited.ms;
+    if (limited?.until !== undefined && at < limited.until) {
+      return answer(
+        429,
+        { title: 'Too Many Requests', details: { code: 'rate_limited' } },
+        limited.retryAfter ? { 'retry-after': limited.retryAfter } : {},
+      );
+    }
     const failure = this.#failures.get(body.to as string)?.shift();
     if (failure) return answer(failure, { title: 'Service Unavailable' });
+    const refusal = this.#refusals.get(body.to as string)?.shift();
+    if (refusal) return answer(refusal.status, refusal.body);
 
     const messageId = randomUUID();
     const refuse = (code: number, why: string) => {
@@ -342,7 +384,8 @@ export class FakeDropCowboy {
     if (!idempotencyKey || !UUID.test(idempotencyKey)) return refuse(3028, `Idempotency-Key ${idempotencyKey} is not a UUID`);
     const known = this.drops.find((d) => d.idempotencyKey === idempotencyKey);
     if (known) {
-      if (JSON.stringify(sorted(known.body)) !== JSON.stringify(sorted(body))) return refuse(3027, 'same key, another body');
+      // The key's first body, byte for byte (idempotency.md: the request is fingerprinted).
+      if (known.raw !== raw) return refuse(3027, 'same key, another body');
       return answer(202, { status: 'queued', message_id: known.messageId });
     }
     if (!/^\+1\d{10}$/.test(body.to ?? '')) return refuse(3000, `to ${body.to} is not E.164`);
@@ -363,7 +406,7 @@ export class FakeDropCowboy {
       return refuse(3001, `media_id ${body.media_id} is not on the account`);
     }
 
-    const drop = { messageId, dropId: randomUUID(), receiptDropId: randomBytes(12).toString('hex'), idempotencyKey, body };
+    const drop = { messageId, dropId: randomUUID(), receiptDropId: randomBytes(12).toString('hex'), idempotencyKey, body, raw };
     this.drops.push(drop);
     const early = this.#early.get(body.to as string);
     if (early) {
@@ -371,15 +414,11 @@ export class FakeDropCowboy {
       await this.callback(drop, early);
     }
     if (this.#loseReply.delete(body.to as string)) {
-      this.requests.push({ method: 'POST', path, idempotencyKey, body: raw, status: 0 });
+      this.requests.push({ method: 'POST', path, idempotencyKey, body: raw, status: 0, at });
       return 'lost';
     }
     return answer(202, { status: 'queued', message_id: messageId });
   }
-}
-
-function sorted(body: Record<string, string>): [string, string][] {
-  return Object.entries(body).sort(([a], [b]) => a.localeCompare(b));
 }
 
 function parse(text: string): any {
