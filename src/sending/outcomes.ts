@@ -16,7 +16,7 @@ export const Outcome = Type.Object(
     permanent: Type.Boolean({ description: 'Sending to this address or number again is pointless' }),
     code: Nullable(Type.String({ description: "The provider's code: a DSN status (5.1.1), an SMTP reply code, a provider's reason code" })),
     description: Nullable(Type.String({ description: "The provider's own words" })),
-    source: Type.String({ description: 'Who said it: smtp, dsn, sendgrid, ses, postmark, Drop Cowboy, Slybroadcast, Sandbox, hopper' }),
+    source: Type.String({ description: 'Who said it: smtp, dsn, sendgrid, ses, postmark, dropcowboy, slybroadcast, sandbox, hopper' }),
     at: Timestamp,
   },
   { description: 'Why the delivery ended as it did' },

@@ -45,6 +45,8 @@ export async function startProviderJobHandlers(deps: Deps): Promise<() => Promis
     const submission = await findSubmission(db, deliveryId);
     if (!delivery || !submission || !delivery.provider_message_id) return;
     if (isPending(delivery.state)) throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
+    // Nothing more to ask: the result came, the checks ran out, or the session was stopped.
+    if (submission.next_check_at === null) return;
     if (delivery.state !== 'sent') return noteChecked(db, deliveryId, undefined);
     const now = clock();
     let outcome: ReturnType<typeof readCallStatus>;
@@ -76,7 +78,7 @@ export async function startProviderJobHandlers(deps: Deps): Promise<() => Promis
   await boss.work<CancelledJob>(PROVIDER_QUEUES.cancelled, { pollingIntervalSeconds: 0.5, batchSize: 1 }, async ([job]) => {
     if (job?.data.kind !== 'voicemail_drop' || !config.slybroadcast) return;
     const sessions = await handedOverVoicemails(db, job.data.id, 'Slybroadcast');
-    for (const session of sessions.map((s) => ({ sessionId: s.providerMessageId }))) {
+    for (const session of sessions.map((s) => ({ sessionId: s.providerMessageId, deliveryId: s.deliveryId }))) {
       try {
         const reply = await slybroadcastControl(config.slybroadcast, 'stop', { session_id: session.sessionId });
         if (/^\s*ERROR\b/i.test(reply))
@@ -84,7 +86,11 @@ export async function startProviderJobHandlers(deps: Deps): Promise<() => Promis
             { dropId: job.data.id, sessionId: session.sessionId, reply: reply.slice(0, 200) },
             'Slybroadcast did not stop a session',
           );
-        else log.info({ dropId: job.data.id, sessionId: session.sessionId }, 'Slybroadcast session stopped');
+        else {
+          // A stopped session is not asked about again (a disposition posted after all is still read).
+          await noteChecked(db, session.deliveryId, undefined);
+          log.info({ dropId: job.data.id, sessionId: session.sessionId }, 'Slybroadcast session stopped');
+        }
       } catch (error) {
         // Not fatal: the drop is cancelled in Hopper whatever Slybroadcast answers.
         log.warn({ dropId: job.data.id, sessionId: session.sessionId, err: error }, 'Slybroadcast session not stopped');

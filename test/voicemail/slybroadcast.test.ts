@@ -234,6 +234,39 @@ describe('Slybroadcast', () => {
     const after = await readDrop(app, drop.id);
     assert.equal(after.status, 'Cancelled');
     assert.equal(sly.attempts.filter((p) => p === '7272329153').length, 0, 'the held number never went out');
+
+    // A stopped session is not asked about again (checks run every second here); one whose stop failed still is.
+    const stoppedAt = sly.controls.findIndex((c) => c.option === 'stop' && c.fields.session_id === sessions[0]);
+    await waitFor('two more rounds of status checks', async () =>
+      sly.controls.slice(stoppedAt).filter((c) => c.option === 'callstatus' && c.fields.session_id === sessions[1]).length >= 2
+        ? true
+        : undefined,
+    );
+    assert.deepEqual(
+      sly.controls.slice(stoppedAt).filter((c) => c.option === 'callstatus' && c.fields.session_id === sessions[0]),
+      [],
+      'no callstatus after the stop',
+    );
+  });
+
+  test('callstatus answered in the session_id= form, with five columns: the result and its delivery time are read', async () => {
+    sly.callStatus.set('7272329171', 'OK');
+    sly.callStatusPrefixed.add('7272329171');
+    const drop = await sendDrop(app, 'Slybroadcast', [{ phone: '7272329171' }]);
+    const done = await waitForDrop(app, drop.id, 'the status check to recover the result', (d) => d.reporting.delivered === 1);
+    assert.equal(done.reporting.failed, 0);
+    const session = sly.dropTo('7272329171').sessionId;
+    // Answered once: the result ends the checks.
+    assert.equal(sly.controls.filter((c) => c.option === 'callstatus' && c.fields.session_id === session).length, 1);
+    const listed = (await asKey(app.t.app, app.owner.key).get(`/v3/voicemail_drops/${drop.id}/deliveries`)).body.data as any[];
+    const delivered = listed[0];
+    assert.equal(delivered.state, 'delivered');
+    // 13:05:09 Eastern (EST) on 2026-01-15, the line's delivery time.
+    assert.equal(delivered.delivered_at, '2026-01-15T18:05:09Z');
+    assert.deepEqual(
+      [delivered.outcome.classification, delivered.outcome.code, delivered.outcome.source],
+      ['delivered', 'OK', 'slybroadcast'],
+    );
   });
 
   test('a disposition that never comes is asked for (callstatus) after SLYBROADCAST_RESULT_TIMEOUT; 6 unanswered asks leave it sent', async () => {

@@ -1689,7 +1689,7 @@ export interface components {
                 code: string | null;
                 /** @description The provider's own words */
                 description: string | null;
-                /** @description Who said it: smtp, dsn, sendgrid, ses, postmark, Drop Cowboy, Slybroadcast, Sandbox, hopper */
+                /** @description Who said it: smtp, dsn, sendgrid, ses, postmark, dropcowboy, slybroadcast, sandbox, hopper */
                 source: string;
                 /**
                  * @description ISO 8601 in UTC without fraction

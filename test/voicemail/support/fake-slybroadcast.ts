@@ -29,6 +29,11 @@ export class FakeSlybroadcast {
   readonly controls: { option: string; fields: Record<string, string> }[] = [];
   /** What `callstatus` answers per number: a disposition status (`OK`, `FAILED|reason`), else still pending. */
   readonly callStatus = new Map<string, string>();
+  /**
+   * Numbers whose `callstatus` answers in the other form clients have seen: no `OK` line, the
+   * session written `session_id=NNN` (`session_id=NNN|phone|status|…`).
+   */
+  readonly callStatusPrefixed = new Set<string>();
   /** Sessions whose `stop` fails with HTTP 500. */
   readonly failStop = new Set<string>();
   readonly #server: Server;
@@ -105,8 +110,10 @@ export class FakeSlybroadcast {
     }
     if (option === 'callstatus') {
       if (rest.c_phone !== session.fields.c_phone) return error('c_phone: not in this session');
-      const status = this.callStatus.get(session.fields.c_phone ?? '') ?? 'pending|';
-      return { status: 200, body: `OK\n${session.sessionId}|${session.fields.c_phone}|${status}|2026-01-15 13:05:09|Verizon\n` };
+      const phone = session.fields.c_phone ?? '';
+      const status = this.callStatus.get(phone) ?? 'pending|';
+      const line = `${session.sessionId}|${phone}|${status}|2026-01-15 13:05:09|Verizon`;
+      return { status: 200, body: this.callStatusPrefixed.has(phone) ? `session_id=${line}\n` : `OK\n${line}\n` };
     }
     return error(`c_option: unknown option ${option}`);
   }
