@@ -38,7 +38,8 @@ describe('Drop Cowboy: lines, rate limits and imports', () => {
   test('a 429 with Retry-After: 2 — nothing goes to the account for 2 s, then every delivery goes once', async () => {
     const phones = Array.from({ length: 6 }, (_, i) => `72755521${String(i).padStart(2, '0')}`);
     const before = rvm().length;
-    const began = dc.rateLimit(300, 2);
+    // 1.5 s of 429s: long enough that requests already on their way when the first came back meet it too.
+    const began = dc.rateLimit(1500, 2);
     const drop = await sendDrop(
       app,
       'Drop Cowboy',
@@ -47,20 +48,23 @@ describe('Drop Cowboy: lines, rate limits and imports', () => {
     const sent = await waitForDrop(app, drop.id, 'every delivery handed over', (d) => d.status === 'Sent' && d.reporting.sent === 6);
     const tries = rvm().slice(before);
     const limited = tries.filter((r) => r.status === 429);
-    assert.ok(limited.length >= 1, 'the first request met the limit');
     const first429 = Math.min(...limited.map((r) => r.at));
-    assert.equal(first429, began());
-    // Requests already on their way when the first 429 came back aside, the next waits Retry-After.
-    const later = tries.filter((r) => r.at > first429 + 150);
-    assert.ok(later.length >= 6);
-    for (const r of later) assert.ok(r.at >= first429 + 1900, `a request ${r.at - first429} ms after the 429`);
+    assert.equal(first429, began(), 'the first request met the limit');
+    // Nobody tried again inside the window (the engine's own retry is 200 ms here): one 429 per number at most.
+    const perNumber = new Map<string, number>();
+    for (const r of limited) perNumber.set(JSON.parse(r.body).to, (perNumber.get(JSON.parse(r.body).to) ?? 0) + 1);
+    assert.ok(
+      [...perNumber.values()].every((n) => n === 1),
+      JSON.stringify([...perNumber]),
+    );
+    // The first accepted request came after Retry-After.
+    const accepted = tries.filter((r) => r.status === 202);
+    assert.equal(accepted.length, 6);
+    for (const r of accepted) assert.ok(r.at >= first429 + 1950, `a request ${r.at - first429} ms after the 429`);
     assert.ok(sent.reporting.deferred >= 1);
     for (const phone of phones) assert.equal(dc.dropsTo(`+1${phone}`).length, 1, phone);
-    // The 429's delivery was deferred until after Retry-After, with its key: one drop each.
-    const keys = new Set(tries.map((r) => r.idempotencyKey));
-    assert.equal(keys.size, 6);
-    const deferred = await deliveryTo(app.t, drop.id, phones[0] as string);
-    assert.equal(deferred.state, 'sent');
+    // Each delivery kept its key through the 429: one key, one drop per number.
+    assert.equal(new Set(tries.map((r) => r.idempotencyKey)).size, 6);
   });
 
   test('a 5-second burst of 429s (Retry-After: 1): the account slows down — a few requests, not hundreds', async () => {
