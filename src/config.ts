@@ -173,6 +173,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhookSettings(read),
     ...limitSettings(read),
   };
+  refuseLocalhostMail(read, config);
   if (read.problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${read.problems.join('\n  - ')}`);
   return Object.freeze(config);
 }
@@ -484,6 +485,44 @@ function parseEcP256PublicKey(text: string): KeyObject | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * With SMTP_URL set, mail goes to real people: a From at localhost, Message-IDs `@localhost` and
+ * links to `https://localhost:…` would all be unusable (and spam-scored). PUBLIC_URL and MAIL_FROM
+ * default to localhost for trying Hopper out with the outbox; they must name the real host once
+ * real mail goes out.
+ */
+function refuseLocalhostMail(read: EnvReader, config: { smtpUrl: string | undefined; publicUrl: string; mailFrom: string }): void {
+  if (!config.smtpUrl) return;
+  const local: string[] = [];
+  let publicHost = '';
+  try {
+    publicHost = new URL(config.publicUrl).hostname;
+  } catch {
+    // reported as an invalid PUBLIC_URL already
+  }
+  if (publicHost && isLocalHost(publicHost))
+    local.push(`PUBLIC_URL (${config.publicUrl}${read.text('PUBLIC_URL') ? '' : ', the default'})`);
+  const mailFrom = config.mailFrom;
+  const mailDomain = /@([^\s@>]+)>?\s*$/.exec(mailFrom)?.[1] ?? '';
+  if (isLocalHost(mailDomain)) local.push(`MAIL_FROM (${mailFrom}${read.text('MAIL_FROM') ? '' : ', the default'})`);
+  if (local.length === 0) return;
+  read.problem(
+    `SMTP_URL is set, so email goes to real people, but ${local.join(' and ')} ${local.length > 1 ? 'point' : 'points'} at localhost or a loopback address: ` +
+      'set PUBLIC_URL to the public https URL of this Hopper and MAIL_FROM to a mailbox of your domain (Name <mail@example.com>)',
+  );
+}
+
+/** localhost, *.localhost, a loopback or unspecified address (127.0.0.0/8, ::1, 0.0.0.0, ::), or no host at all. */
+function isLocalHost(host: string): boolean {
+  const name = host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
+  if (name === '' || name === 'localhost' || name.endsWith('.localhost') || name === 'localhost.localdomain') return true;
+  if (/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name) || name === '0.0.0.0') return true;
+  return name === '::1' || name === '::' || /^(0{0,4}:){1,7}0{0,3}1$/.test(name) || name.startsWith('::ffff:127.');
 }
 
 function isDomain(value: string): boolean {

@@ -105,4 +105,40 @@ describe('configuration', () => {
         ].every((name) => error.message.includes(name)),
     );
   });
+
+  test('with SMTP_URL set, PUBLIC_URL or MAIL_FROM at localhost or a loopback address is refused, naming them', () => {
+    const problem = (env: Record<string, string>) => {
+      try {
+        loadConfig({ SMTP_URL: 'smtp://relay.example:587', ...env });
+        return '';
+      } catch (error) {
+        assert.ok(error instanceof ConfigError);
+        return error.message;
+      }
+    };
+    // The defaults: both at localhost.
+    const both = problem({});
+    assert.match(both, /SMTP_URL is set/);
+    assert.match(both, /PUBLIC_URL \(https:\/\/localhost:8443, the default\) and MAIL_FROM \(Hopper <no-reply@localhost>, the default\)/);
+    const good = { PUBLIC_URL: 'https://hopper.example.com', MAIL_FROM: 'Hopper <mail@example.com>' };
+    assert.equal(problem(good), '');
+    for (const publicUrl of [
+      'https://127.0.0.1:8443',
+      'http://[::1]:8080',
+      'https://app.localhost',
+      'https://127.1.2.3',
+      'https://0.0.0.0',
+    ]) {
+      assert.match(problem({ ...good, PUBLIC_URL: publicUrl }), /PUBLIC_URL \(/, publicUrl);
+    }
+    for (const mailFrom of ['no-reply@localhost', 'Jane <jane@127.0.0.1>', 'Ops <ops@[127.0.0.1]>', 'a@LOCALHOST.']) {
+      const message = problem({ ...good, MAIL_FROM: mailFrom });
+      assert.match(message, /MAIL_FROM \(/, mailFrom);
+      assert.doesNotMatch(message, /PUBLIC_URL \(/, mailFrom);
+    }
+    // Without SMTP_URL (the outbox), the localhost defaults are fine for trying Hopper out.
+    assert.doesNotThrow(() => loadConfig({}));
+    // Names that merely contain "localhost" are real hosts.
+    assert.equal(problem({ PUBLIC_URL: 'https://localhost-realty.com', MAIL_FROM: 'a@mylocalhost.example' }), '');
+  });
 });

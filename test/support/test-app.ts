@@ -54,6 +54,8 @@ export function testConfigEnv(dataDir: string, env: Record<string, string> = {})
   const base: Record<string, string> = {
     DATA_DIR: dataDir,
     PUBLIC_URL: 'https://hopper.test',
+    // With SMTP_URL set, Hopper refuses to start while MAIL_FROM is at localhost (its default).
+    MAIL_FROM: 'Hopper <no-reply@hopper.test>',
     LOG_LEVEL: 'silent',
     PORT: '0',
     DATABASE_TIMEOUT: '10s',
