@@ -24,6 +24,8 @@ export interface Config {
   readonly bootstrapAdminKey: string | undefined;
   readonly gracePeriodMs: number;
   readonly smtpUrl: string | undefined;
+  /** The relay SMTP_URL points at (SMTP_RELAY, else guessed from its host): decides which relay-specific header goes out. */
+  readonly smtpRelay: SmtpRelay;
   readonly mailFrom: string;
   /** SMTP connections kept open by the pool, per worker process. */
   readonly smtpMaxConnections: number;
@@ -84,6 +86,9 @@ export interface Config {
   /** When set, `GET /metrics` answers a bearer of this token; unset, there is no /metrics. */
   readonly metricsToken: string | undefined;
 }
+
+export const SMTP_RELAYS = ['sendgrid', 'postmark', 'ses', 'other'] as const;
+export type SmtpRelay = (typeof SMTP_RELAYS)[number];
 
 export interface DkimConfig {
   readonly domain: string;
@@ -309,12 +314,14 @@ function mailSettings(read: EnvReader, host: string) {
       'SENDGRID_WEBHOOK_PUBLIC_KEY must be the ECDSA P-256 verification key SendGrid shows for the signed Event Webhook (base64, or PEM)',
     );
   }
+  const smtpUrl = read.url('SMTP_URL', 'smtps?', 'an smtp:// or smtps:// URL');
   const postmarkUser = read.text('POSTMARK_WEBHOOK_USER');
   const postmarkPassword = read.text('POSTMARK_WEBHOOK_PASSWORD');
   if (Boolean(postmarkUser) !== Boolean(postmarkPassword))
     read.problem('POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD must be set together');
   return {
-    smtpUrl: read.url('SMTP_URL', 'smtps?', 'an smtp:// or smtps:// URL'),
+    smtpUrl,
+    smtpRelay: smtpRelay(read, smtpUrl),
     mailFrom: read.text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>',
     smtpMaxConnections: read.integer('SMTP_MAX_CONNECTIONS', 5, 1, 100),
     smtpRateLimit: read.integer('SMTP_RATE_LIMIT', 0, 0, 100_000),
@@ -327,6 +334,26 @@ function mailSettings(read: EnvReader, host: string) {
     sesTopicArns: Object.freeze(read.list('SES_TOPIC_ARNS')),
     inbound: inboundSettings(read, host),
   };
+}
+
+/** SMTP_RELAY, or the relay SMTP_URL's host belongs to (smtp.sendgrid.net, smtp.postmarkapp.com, email-smtp.*.amazonaws.com). */
+function smtpRelay(read: EnvReader, smtpUrl: string | undefined): SmtpRelay {
+  const named = read.text('SMTP_RELAY')?.toLowerCase();
+  if (named !== undefined) {
+    const relay = SMTP_RELAYS.find((r) => r === named);
+    if (!relay) read.problem(`SMTP_RELAY must be one of ${SMTP_RELAYS.join(', ')} (got "${named}")`);
+    return relay ?? 'other';
+  }
+  let host = '';
+  try {
+    host = smtpUrl ? new URL(smtpUrl).hostname.toLowerCase() : '';
+  } catch {
+    return 'other';
+  }
+  if (host === 'sendgrid.net' || host.endsWith('.sendgrid.net')) return 'sendgrid';
+  if (host === 'postmarkapp.com' || host.endsWith('.postmarkapp.com')) return 'postmark';
+  if (/^email-smtp(-fips)?\.[a-z0-9-]+\.amazonaws\.com$/.test(host)) return 'ses';
+  return 'other';
 }
 
 /** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE together, the key read and checked now. */

@@ -15,6 +15,8 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
  */
 interface SmtpPoolOptions {
   url: string;
+  /** The name this side gives in EHLO: the public host name (PUBLIC_URL's), never the machine's. */
+  name: string;
   maxConnections: number;
   /** Messages per second over the whole pool; 0 for no limit. */
   rateLimit: number;
@@ -121,6 +123,7 @@ export class SmtpPool {
     const { auth, ...options } = this.#connectionOptions;
     const connection = new SMTPConnection({
       ...options,
+      name: this.#options.name,
       connectionTimeout: this.#options.connectionTimeout,
       greetingTimeout: this.#options.greetingTimeout,
       socketTimeout: this.#options.socketTimeout,

@@ -39,6 +39,7 @@ export function createMailTransport(config: Config): MailTransport {
   if (config.smtpUrl) {
     const pool = new SmtpPool({
       url: config.smtpUrl,
+      name: ehloName(config.publicUrl),
       maxConnections: config.smtpMaxConnections,
       rateLimit: config.smtpRateLimit,
       connectionTimeout: 15_000,
@@ -87,6 +88,13 @@ export function createMailTransport(config: Config): MailTransport {
     forward: (email, name) => write(email, name),
     close: () => files.close(),
   };
+}
+
+/** PUBLIC_URL's host as EHLO names it: a domain as it is, an address literal in brackets (RFC 5321 4.1.3). */
+function ehloName(publicUrl: string): string {
+  const host = new URL(publicUrl).hostname;
+  if (host.startsWith('[')) return `[IPv6:${host.slice(1, -1)}]`;
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) ? `[${host}]` : host;
 }
 
 /** The bare address of a From given as text or as `{ name, address }`. */

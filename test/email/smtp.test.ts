@@ -166,6 +166,7 @@ describe('SMTP pool', () => {
     const sink = await startSmtpSink();
     const pool = new SmtpPool({
       url: sink.url,
+      name: 'hopper.test',
       maxConnections: 1,
       rateLimit: 0,
       connectionTimeout: 2000,
@@ -192,6 +193,7 @@ describe('SMTP pool', () => {
     const sink = await startSmtpSink();
     const pool = new SmtpPool({
       url: sink.url,
+      name: 'hopper.test',
       maxConnections: 3,
       rateLimit: 5,
       connectionTimeout: 2000,
