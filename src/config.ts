@@ -87,7 +87,7 @@ export interface Config {
   readonly metricsToken: string | undefined;
 }
 
-export const SMTP_RELAYS = ['sendgrid', 'postmark', 'ses', 'other'] as const;
+const SMTP_RELAYS = ['sendgrid', 'postmark', 'ses', 'other'] as const;
 export type SmtpRelay = (typeof SMTP_RELAYS)[number];
 
 export interface DkimConfig {
