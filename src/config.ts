@@ -102,6 +102,10 @@ export interface InboundConfig {
   readonly host: string;
   readonly port: number;
   readonly maxBytes: number;
+  /** Replies forwarded to the sender per reply address (delivery) in any 24 hours; the rest are held. */
+  readonly forwardsPerDay: number;
+  /** DNS servers (host or host:port) the SPF, DKIM and DMARC checks ask; empty: the system's. */
+  readonly dnsServers: readonly string[];
 }
 
 export interface WebhookConfig {
@@ -398,6 +402,8 @@ function inboundSettings(read: EnvReader, host: string): InboundConfig | undefin
     host: read.text('INBOUND_SMTP_HOST') ?? host,
     port: read.integer('INBOUND_SMTP_PORT', 2525, 0, 65_535),
     maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
+    forwardsPerDay: read.integer('INBOUND_FORWARDS_PER_DAY', 20, 1, 100_000),
+    dnsServers: Object.freeze(read.list('INBOUND_DNS_SERVERS')),
   });
 }
 

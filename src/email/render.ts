@@ -78,6 +78,11 @@ function postscript(line: string): string {
   return line.trim().replace(/^(?:p\.\s?s\.|p\.?s\b\.?)\s*(?:[:-]\s*)?/i, '');
 }
 
+/** The subject one contact's email carried, its merge tags filled. */
+export function subjectFor(message: Pick<TemplatedEmailRow, 'subject'>, person: Person): string {
+  return fillMergeTags(message.subject, person, false).replace(/[\r\n]+/g, ' ');
+}
+
 /** The absolute URLs of one delivery's tracking and unsubscribe links. */
 function trackingLinks(publicUrl: string, tokens: TrackingTokens, deliveryId: number) {
   const unsubscribeToken = tokens.sign('unsubscribe', deliveryId);
@@ -151,7 +156,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     // VERP: a bounce names the delivery it is about by the address it comes back to.
     ...(inboundDomain ? { envelope: { from: `b-${tokens.signForAddress('bounce', delivery.id)}@${inboundDomain}` } } : {}),
     to: delivery.address,
-    subject: fill(message.subject, false).replace(/[\r\n]+/g, ' '),
+    subject: subjectFor(message, delivery),
     html: `<!doctype html><html><body>${html}</body></html>`,
     text,
     headers: {

@@ -103,9 +103,15 @@ function addressOf(from: OutgoingEmail['from']): string {
   return (from && !Array.isArray(from) ? from.address : '') ?? '';
 }
 
-/** What compose-mime.ts does not cover (attachments, several recipients, …), composed by nodemailer. */
+/**
+ * What compose-mime.ts does not cover (attachments, several recipients, non-ASCII or quoted
+ * addresses, …), composed by nodemailer. An envelope that names only the sender (VERP, a forward's
+ * MAIL_FROM) keeps the recipients of the headers: nodemailer alone would send it to no one ("No
+ * recipients defined").
+ */
 async function composeWithNodemailer(email: OutgoingEmail): Promise<{ envelope: { from: string; to: string[] }; raw: Buffer }> {
   const mime = new MailComposer(email).compile();
   const { from, to } = mime.getEnvelope();
-  return { envelope: { from: from || '', to }, raw: await mime.build() };
+  const recipients = to.length > 0 || !email.envelope ? to : new MailComposer({ ...email, envelope: undefined }).compile().getEnvelope().to;
+  return { envelope: { from: from || '', to: recipients }, raw: await mime.build() };
 }

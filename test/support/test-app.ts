@@ -12,6 +12,7 @@ import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
 import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
+import type { DNSResolver } from '../../src/inbound/authentication.ts';
 import { seedPgliteDataDir } from './pglite-template.ts';
 
 /**
@@ -42,6 +43,8 @@ export interface TestAppOptions {
   workers?: boolean;
   /** How the SES webhook fetches SNS certificates and subscription URLs. */
   snsFetch?: AppOptions['snsFetch'];
+  /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (test/inbound/dns.ts answers offline). */
+  dnsResolver?: DNSResolver;
 }
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
@@ -89,7 +92,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;
-  const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger }) : undefined;
+  const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger, ...(options.dnsResolver ? { dnsResolver: options.dnsResolver } : {}) }) : undefined;
   const app = await buildApp(config, { database, queue, clock, logger, https: options.https, snsFetch: options.snsFetch });
   await app.ready();
   return {
