@@ -450,7 +450,7 @@ export interface ReplyAuthentication {
   results: string;
 }
 
-export type ReplyHeldReason = 'dmarc_fail' | 'forward_limit';
+type ReplyHeldReason = 'dmarc_fail' | 'forward_limit';
 
 /** Idempotency-Key: the first response to a key (http/idempotency.ts). */
 export interface IdempotencyKeysTable {

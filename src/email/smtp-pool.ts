@@ -188,8 +188,8 @@ export class SmtpPool {
 function hasUtf8Headers(raw: string | Buffer): boolean {
   const text = typeof raw === 'string' ? raw : raw.toString('latin1');
   const end = text.indexOf('\r\n\r\n');
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is for bytes outside ASCII
-  return /[^\x00-\x7f]/.test(end < 0 ? text : text.slice(0, end));
+  // Anything but printable ASCII and white space: in a header section, a byte outside ASCII.
+  return /[^ -~\s]/.test(end < 0 ? text : text.slice(0, end));
 }
 
 /**
@@ -199,7 +199,10 @@ function hasUtf8Headers(raw: string | Buffer): boolean {
  * most relays pass on).
  */
 function declareSmtpUtf8(connection: Connection): void {
-  const internals = connection as unknown as { _supportedExtensions?: string[]; _sendCommand: (command: string, ...rest: unknown[]) => void };
+  const internals = connection as unknown as {
+    _supportedExtensions?: string[];
+    _sendCommand: (command: string, ...rest: unknown[]) => void;
+  };
   if (!internals._supportedExtensions?.includes('SMTPUTF8') || typeof internals._sendCommand !== 'function') return;
   const original = internals._sendCommand;
   internals._sendCommand = function (this: unknown, command: string, ...rest: unknown[]) {

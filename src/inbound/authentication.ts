@@ -1,4 +1,5 @@
 import { Resolver } from 'node:dns/promises';
+import { domainToASCII } from 'node:url';
 import { authenticate, type DNSResolver } from 'mailauth';
 import type { ReplyAuthentication } from '../db/schema.ts';
 
@@ -59,8 +60,17 @@ export async function authenticateArrival(
   };
 }
 
-/** The value of the Authentication-Results header among mailauth's headers, unfolded. */
+/**
+ * The value of the Authentication-Results header among mailauth's headers, unfolded, its
+ * internationalized domains as A-labels: the forward of a reply from maria@müller.example then
+ * needs no SMTPUTF8 for this header (only a UTF-8 local part, as josé@…, still does).
+ */
 function authenticationResults(headers: string): string {
   const unfolded = headers.replace(/\r?\n[ \t]+/g, ' ');
-  return (/^Authentication-Results:\s*(.*)$/im.exec(unfolded)?.[1] ?? '').trim();
+  const value = (/^Authentication-Results:\s*(.*)$/im.exec(unfolded)?.[1] ?? '').trim();
+  return value.replace(/[^\s;=()"]*[^ -~\s][^\s;=()"]*/g, (token) => {
+    const at = token.lastIndexOf('@');
+    const domain = token.slice(at + 1);
+    return `${at < 0 ? '' : `${token.slice(0, at)}@`}${domainToASCII(domain) || domain}`;
+  });
 }

@@ -53,7 +53,12 @@ export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedM
   if (received.length === 0) return new Map();
 
   const stored = new Map(received.map((m) => [toStored(m, deliveries.get(m.deliveryId) as DeliveryFacts), m]));
-  const toForward = await storeInboundMessages(db, [...stored.keys()], now, deps.config.inbound?.forwardsPerDay ?? Number.POSITIVE_INFINITY);
+  const toForward = await storeInboundMessages(
+    db,
+    [...stored.keys()],
+    now,
+    deps.config.inbound?.forwardsPerDay ?? Number.POSITIVE_INFINITY,
+  );
   // Every outcome through the one recorder; event ids make each count once per delivery, whatever
   // was stored before (a crash between the two statements loses nothing).
   await recordDeliveryEvents(
@@ -170,7 +175,9 @@ async function forward(
   const notes = [
     answered === undefined ? `${who} replied to your email.` : `${who} replied to your email “${answered}”.`,
     ...(auth && auth.dmarc !== 'pass'
-      ? [`Hopper could not confirm that this message comes from ${contactAddress} (SPF ${auth.spf}, DKIM ${auth.dkim}, DMARC ${auth.dmarc}).`]
+      ? [
+          `Hopper could not confirm that this message comes from ${contactAddress} (SPF ${auth.spf}, DKIM ${auth.dkim}, DMARC ${auth.dmarc}).`,
+        ]
       : []),
   ];
   const text = mail.text ?? '';
@@ -194,7 +201,9 @@ async function forward(
         ...(a.cid ? { cid: a.cid } : {}),
         contentDisposition: a.contentDisposition === 'inline' ? 'inline' : 'attachment',
       })),
-      ...(auth?.results ? { headers: { 'Authentication-Results': { prepared: true, foldLines: true, value: auth.results } as never } } : {}),
+      ...(auth?.results
+        ? { headers: { 'Authentication-Results': { prepared: true, foldLines: true, value: auth.results } as never } }
+        : {}),
     },
     `reply-${replyId}`,
   );
@@ -202,7 +211,11 @@ async function forward(
 
 /** The email answered, then the thread the contact's message names (its References and In-Reply-To), at most 20 ids. */
 function references(original: string, mail: ParsedMail): string[] {
-  const named = [mail.references ?? [], mail.inReplyTo ?? []].flat().join(' ').match(/<[^<>\s]{1,250}>/g) ?? [];
+  const named =
+    [mail.references ?? [], mail.inReplyTo ?? []]
+      .flat()
+      .join(' ')
+      .match(/<[^<>\s]{1,250}>/g) ?? [];
   return [...new Set([original, ...named])].slice(0, 20);
 }
 function escapeHtml(text: string): string {

@@ -20,6 +20,24 @@ export const Reply = Type.Object({
   subject: Type.String(),
   text: Type.String({ description: 'The plain-text body (HTML-only replies converted to text)' }),
   auto_reply: Type.Boolean({ description: 'An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office)' }),
+  authentication: Nullable(
+    Type.Object(
+      {
+        spf: Type.String({ description: 'pass, fail, softfail, neutral, none, temperror or permerror' }),
+        dkim: Type.String({ description: 'pass when one signature verifies; else the first signature’s result, or none' }),
+        dmarc: Type.String({ description: 'pass, fail (never forwarded), none (no policy), temperror or permerror' }),
+        from_domain: Nullable(Type.String()),
+        results: Type.String({ description: 'The Authentication-Results value (RFC 8601) the forward carries' }),
+      },
+      { description: 'SPF, DKIM and DMARC of the sender as the receiver found them; null for replies stored before Hopper checked' },
+    ),
+  ),
+  held_reason: Nullable(
+    Type.String({
+      description:
+        'Why the reply was not forwarded to the sender: dmarc_fail (its DMARC check failed: mail dressed as someone it is not, not counted as a reply either) or forward_limit (the reply address had reached INBOUND_FORWARDS_PER_DAY)',
+    }),
+  ),
   received_at: Timestamp,
 });
 
@@ -29,7 +47,19 @@ export const REPLY_FILTERS: Filters = {
 };
 
 /** The columns a reply's API shape is made of. */
-const LISTED = ['id', 'contact_id', 'delivery_id', 'from_address', 'from_name', 'subject', 'text', 'auto_reply', 'received_at'] as const;
+const LISTED = [
+  'id',
+  'contact_id',
+  'delivery_id',
+  'from_address',
+  'from_name',
+  'subject',
+  'text',
+  'auto_reply',
+  'authentication',
+  'held_reason',
+  'received_at',
+] as const;
 type ListedReply = Pick<ReplyRow, (typeof LISTED)[number]>;
 
 /** One page of the replies to one message, filtered by `REPLY_FILTERS`. */
@@ -53,6 +83,8 @@ export function toApiReply(row: ListedReply) {
     subject: row.subject,
     text: row.text,
     auto_reply: row.auto_reply,
+    authentication: row.authentication,
+    held_reason: row.held_reason,
     received_at: formatTimestamp(row.received_at) as string,
   };
 }

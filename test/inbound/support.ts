@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import nodemailer from 'nodemailer';
 import { parseEmail } from '../sending/support/mime.ts';
-import { type Zone, zoneResolver } from './dns.ts';
 import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
+import { type Zone, zoneResolver } from './dns.ts';
 
 /**
  * The engine with the inbound receiver on (a real SMTP server on loopback, STARTTLS with the

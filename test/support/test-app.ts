@@ -9,10 +9,10 @@ import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { type JobQueue, openJobQueue } from '../../src/db/job-queue.ts';
 import type { App } from '../../src/http/fastify-types.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
+import type { DNSResolver } from '../../src/inbound/authentication.ts';
 import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
-import type { DNSResolver } from '../../src/inbound/authentication.ts';
 import { seedPgliteDataDir } from './pglite-template.ts';
 
 /**
@@ -92,7 +92,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;
-  const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger, ...(options.dnsResolver ? { dnsResolver: options.dnsResolver } : {}) }) : undefined;
+  const workers = options.workers
+    ? await startWorkers({
+        database,
+        config,
+        queue,
+        clock,
+        log: logger,
+        ...(options.dnsResolver ? { dnsResolver: options.dnsResolver } : {}),
+      })
+    : undefined;
   const app = await buildApp(config, { database, queue, clock, logger, https: options.https, snsFetch: options.snsFetch });
   await app.ready();
   return {

@@ -25,7 +25,10 @@ export interface SendingApp {
 /** Real mail carries a postal address (CAN-SPAM): scheduling with SMTP_URL set needs one. */
 export const TEST_POSTAL_ADDRESS = '100 Main Street, Springfield, IL 62701';
 
-export async function startSendingApp(env: Record<string, string> = {}, options: Pick<TestAppOptions, 'dnsResolver'> = {}): Promise<SendingApp> {
+export async function startSendingApp(
+  env: Record<string, string> = {},
+  options: Pick<TestAppOptions, 'dnsResolver'> = {},
+): Promise<SendingApp> {
   const sink = await startSmtpSink();
   const t = await startTestApp({
     ...options,
