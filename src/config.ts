@@ -1,4 +1,5 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { Resolver } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseApiKey } from './api-key-format.ts';
@@ -69,7 +70,7 @@ export interface Config {
   readonly inbound: InboundConfig | undefined;
   /** Basic credentials Postmark's webhook must send; undefined: the webhook refuses every post. */
   readonly postmarkWebhook: { readonly user: string; readonly password: string } | undefined;
-  /** The open pixel in every email (TRACK_OPENS, default true). */
+  /** The open pixel in every email (TRACK_OPENS, default false: docs/decisions.md, "Opens are not tracked by default"). */
   readonly trackOpens: boolean;
   /** SNS topics whose notifications the SES webhook accepts; empty: any topic. */
   readonly sesTopicArns: readonly string[];
@@ -332,7 +333,7 @@ function mailSettings(read: EnvReader, host: string) {
     senderDomains: Object.freeze(senderDomains),
     mailPostalAddress: read.text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n'),
     dkim: dkimSettings(read),
-    trackOpens: read.boolean('TRACK_OPENS', true),
+    trackOpens: read.boolean('TRACK_OPENS', false),
     sendgridWebhookKey,
     postmarkWebhook: postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined,
     sesTopicArns: Object.freeze(read.list('SES_TOPIC_ARNS')),
@@ -403,8 +404,21 @@ function inboundSettings(read: EnvReader, host: string): InboundConfig | undefin
     port: read.integer('INBOUND_SMTP_PORT', 2525, 0, 65_535),
     maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
     forwardsPerDay: read.integer('INBOUND_FORWARDS_PER_DAY', 20, 1, 100_000),
-    dnsServers: Object.freeze(read.list('INBOUND_DNS_SERVERS')),
+    dnsServers: Object.freeze(dnsServers(read)),
   });
+}
+
+/** INBOUND_DNS_SERVERS: addresses (IPv4, IPv6, either with a port) Node's resolver accepts. */
+function dnsServers(read: EnvReader): string[] {
+  const servers = read.list('INBOUND_DNS_SERVERS');
+  try {
+    if (servers.length > 0) new Resolver().setServers(servers);
+  } catch {
+    read.problem(
+      `INBOUND_DNS_SERVERS must list DNS server addresses such as 192.0.2.53 or [2001:db8::53]:5353 (got "${servers.join(', ')}")`,
+    );
+  }
+  return servers;
 }
 
 /** The sending engine: retries, leases, batches. */

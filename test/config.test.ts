@@ -81,9 +81,30 @@ describe('configuration', () => {
       MAIL_POSTAL_ADDRESS: '1 Main St\\nSpringfield',
     });
     assert.deepEqual(config.senderDomains, ['agents.example', 'realty.example']);
-    assert.deepEqual(config.inbound, { domain: 'in.hopper.example', host: '0.0.0.0', port: 2525, maxBytes: 10 * 1024 * 1024 });
+    assert.deepEqual(config.inbound, {
+      domain: 'in.hopper.example',
+      host: '0.0.0.0',
+      port: 2525,
+      maxBytes: 10 * 1024 * 1024,
+      forwardsPerDay: 20,
+      dnsServers: [],
+    });
     assert.equal(config.mailPostalAddress, '1 Main St\nSpringfield');
-    assert.equal(config.trackOpens, true);
+    assert.equal(config.trackOpens, false, 'no open pixel by default (docs/decisions.md)');
+    assert.equal(config.smtpRelay, 'other');
+    const relayOf = (env: Record<string, string>) =>
+      loadConfig({ PUBLIC_URL: 'https://h.example', MAIL_FROM: 'a@h.example', ...env }).smtpRelay;
+    assert.equal(relayOf({ SMTP_URL: 'smtp://apikey:x@smtp.sendgrid.net:587' }), 'sendgrid');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://u:p@smtp.postmarkapp.com:587' }), 'postmark');
+    assert.equal(relayOf({ SMTP_URL: 'smtps://u:p@email-smtp.eu-west-1.amazonaws.com:465' }), 'ses');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://relay.example:25' }), 'other');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://relay.example:25', SMTP_RELAY: 'SendGrid' }), 'sendgrid');
+    assert.throws(() => relayOf({ SMTP_RELAY: 'mailgun' }), /SMTP_RELAY must be one of sendgrid, postmark, ses, other/);
+    assert.throws(() => loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: 'not a server' }), /INBOUND_DNS_SERVERS/);
+    assert.deepEqual(loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: '127.0.0.1:5353, ::1' }).inbound?.dnsServers, [
+      '127.0.0.1:5353',
+      '::1',
+    ]);
     assert.equal(loadConfig({}).inbound, undefined);
     assert.throws(
       () =>

@@ -17,7 +17,7 @@ export interface PreparedEmail {
   sender: SenderIdentity;
   /** INBOUND_DOMAIN: answers, bounces and mailed unsubscribes come back to tokens at it; undefined: off. */
   inboundDomain?: string | undefined;
-  /** TRACK_OPENS: the open pixel is added unless this is false. */
+  /** TRACK_OPENS: the open pixel is added only when this is true. */
   trackOpens?: boolean;
   /** The host part of Message-IDs and of the unsubscribe mailto: PUBLIC_URL's host. */
   domain: string;
@@ -125,7 +125,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     rewriteLinks(content, (index) => links.click(index)),
     postal ? `<p style="font-size:12px;color:#6b6b6b">${escapeHtml(postal).replace(/\r?\n/g, '<br>')}</p>` : '',
     `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links.unsubscribe}">Unsubscribe</a>.</p>`,
-    prepared.trackOpens === false ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
+    prepared.trackOpens !== true ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
   ]
     .filter(Boolean)
     .join('\n');
@@ -164,6 +164,9 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
       // at the space, so no URL is cut.
       'List-Unsubscribe': rawHeader(`<${links.unsubscribe}>, <${mailto}>`, true),
       'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+      // RFC 2919: the sender's emails are one list. Filters read List-Unsubscribe without List-Id as
+      // a half-made list header (SpamAssassin's LIST_PARTIAL_SHORT_MSG, +1 on a short email).
+      'List-Id': `<u${message.user_id}.${prepared.domain}>`,
       // Gmail's feedback loop reports spam rates per value (campaign:customer:type:sender).
       'Feedback-ID': `m${delivery.message_id}:u${message.user_id}:${delivery.message_kind}:${prepared.domain}`,
       ...relayHeaders(prepared.relay, delivery.id),

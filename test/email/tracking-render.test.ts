@@ -36,6 +36,7 @@ describe('rendered email: tracking and unsubscribe', () => {
     },
     domain: 'hopper.test',
     publicUrl: 'https://hopper.test',
+    trackOpens: true,
     tokens,
   };
   const delivery = {
@@ -129,6 +130,7 @@ describe('rendered email: tracking and unsubscribe', () => {
     }
     for (const headers of [sendgrid, postmark, ses, other, outbox]) {
       assert.equal(headers.get('feedback-id'), 'm5:u3:templated_email:hopper.test');
+      assert.equal(headers.get('list-id'), '<u3.hopper.test>');
     }
   });
 
@@ -150,6 +152,13 @@ describe('rendered email: tracking and unsubscribe', () => {
     for (const ps_line of ['Psst: the open house is Sunday.', 'PSA: the open house is Sunday.']) {
       const { email } = await written({ message: { ...message, ps_line } });
       assert.ok(email.text?.includes(`P.S. ${ps_line}`), email.text);
+    }
+  });
+
+  test('no open pixel unless TRACK_OPENS is true', async () => {
+    for (const trackOpens of [false, undefined]) {
+      const { email } = await written({ trackOpens });
+      assert.doesNotMatch(email.html ?? '', /<img/, String(trackOpens));
     }
   });
 
