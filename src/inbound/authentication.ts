@@ -38,15 +38,21 @@ export async function authenticateArrival(
   authservId: string,
   resolver: DNSResolver | undefined,
 ): Promise<ReplyAuthentication> {
-  const result = await authenticate(raw, {
-    ip: arrival.ip,
-    helo: arrival.helo,
-    sender: arrival.sender,
-    mta: authservId,
-    ...(resolver ? { resolver } : {}),
-    disableArc: true,
-    disableBimi: true,
-  });
+  let result: Awaited<ReturnType<typeof authenticate>>;
+  try {
+    result = await authenticate(raw, {
+      ip: arrival.ip,
+      helo: arrival.helo,
+      sender: arrival.sender,
+      mta: authservId,
+      ...(resolver ? { resolver } : {}),
+      disableArc: true,
+      disableBimi: true,
+    });
+  } catch {
+    // A message mailauth cannot read at all: nothing is confirmed, and nothing failed either.
+    return { spf: 'temperror', dkim: 'temperror', dmarc: 'temperror', from_domain: null, results: `${authservId}; none` };
+  }
   const dkim = result.dkim.results ?? [];
   const dmarc = result.dmarc;
   return {
