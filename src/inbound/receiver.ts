@@ -91,7 +91,8 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
           return callback(Object.assign(new Error('5.3.4 Message too big'), { responseCode: 552 }));
         }
         const arrival = {
-          ip: session.remoteAddress,
+          // An IPv4 client of a dual-stack socket is shown as ::ffff:a.b.c.d; SPF's ip4 needs a.b.c.d.
+          ip: session.remoteAddress.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, ''),
           helo: session.hostNameAppearsAs,
           sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         };
