@@ -66,6 +66,7 @@ async function main(): Promise<void> {
     TRUST_PROXY: 'true',
     BOOTSTRAP_ADMIN_KEY: adminKey,
     SMTP_URL: sink.url,
+    MAIL_FROM: 'Hopper <no-reply@hopper.test>',
     SMTP_MAX_CONNECTIONS: CONNECTIONS,
     LOG_LEVEL: 'info',
     ...(process.env.SEND_LEASE ? { SEND_LEASE: process.env.SEND_LEASE } : {}),

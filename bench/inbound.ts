@@ -150,6 +150,7 @@ async function main(): Promise<void> {
     DATA_DIR: dataDir,
     LOG_LEVEL: 'info',
     PUBLIC_URL: 'https://hopper.bench',
+    MAIL_FROM: 'Hopper <no-reply@hopper.bench>',
     INBOUND_DOMAIN: DOMAIN,
     INBOUND_SMTP_HOST: '127.0.0.1',
     INBOUND_SMTP_PORT: String(port),

@@ -174,6 +174,7 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
     DATA_DIR: dataDir,
     LOG_LEVEL: 'silent',
     PUBLIC_URL: 'https://hopper.bench',
+    MAIL_FROM: 'Hopper <no-reply@hopper.bench>',
     ...(dkim ? await dkimEnv(dataDir, dkim) : {}),
   };
   const config = loadConfig(env);

@@ -1,4 +1,5 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { Resolver } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseApiKey } from './api-key-format.ts';
@@ -24,6 +25,8 @@ export interface Config {
   readonly bootstrapAdminKey: string | undefined;
   readonly gracePeriodMs: number;
   readonly smtpUrl: string | undefined;
+  /** The relay SMTP_URL points at (SMTP_RELAY, else guessed from its host): decides which relay-specific header goes out. */
+  readonly smtpRelay: SmtpRelay;
   readonly mailFrom: string;
   /** SMTP connections kept open by the pool, per worker process. */
   readonly smtpMaxConnections: number;
@@ -67,7 +70,7 @@ export interface Config {
   readonly inbound: InboundConfig | undefined;
   /** Basic credentials Postmark's webhook must send; undefined: the webhook refuses every post. */
   readonly postmarkWebhook: { readonly user: string; readonly password: string } | undefined;
-  /** The open pixel in every email (TRACK_OPENS, default true). */
+  /** The open pixel in every email (TRACK_OPENS, default false: docs/decisions.md, "Opens are not tracked by default"). */
   readonly trackOpens: boolean;
   /** SNS topics whose notifications the SES webhook accepts; empty: any topic. */
   readonly sesTopicArns: readonly string[];
@@ -85,6 +88,9 @@ export interface Config {
   readonly metricsToken: string | undefined;
 }
 
+const SMTP_RELAYS = ['sendgrid', 'postmark', 'ses', 'other'] as const;
+export type SmtpRelay = (typeof SMTP_RELAYS)[number];
+
 export interface DkimConfig {
   readonly domain: string;
   readonly selector: string;
@@ -97,6 +103,10 @@ export interface InboundConfig {
   readonly host: string;
   readonly port: number;
   readonly maxBytes: number;
+  /** Replies forwarded to the sender per reply address (delivery) in any 24 hours; the rest are held. */
+  readonly forwardsPerDay: number;
+  /** DNS servers (host or host:port) the SPF, DKIM and DMARC checks ask; empty: the system's. */
+  readonly dnsServers: readonly string[];
 }
 
 export interface WebhookConfig {
@@ -175,6 +185,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhookSettings(read),
     ...limitSettings(read),
   };
+  refuseLocalhostMail(read, config);
   if (read.problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${read.problems.join('\n  - ')}`);
   return Object.freeze(config);
 }
@@ -310,24 +321,46 @@ function mailSettings(read: EnvReader, host: string) {
       'SENDGRID_WEBHOOK_PUBLIC_KEY must be the ECDSA P-256 verification key SendGrid shows for the signed Event Webhook (base64, or PEM)',
     );
   }
+  const smtpUrl = read.url('SMTP_URL', 'smtps?', 'an smtp:// or smtps:// URL');
   const postmarkUser = read.text('POSTMARK_WEBHOOK_USER');
   const postmarkPassword = read.text('POSTMARK_WEBHOOK_PASSWORD');
   if (Boolean(postmarkUser) !== Boolean(postmarkPassword))
     read.problem('POSTMARK_WEBHOOK_USER and POSTMARK_WEBHOOK_PASSWORD must be set together');
   return {
-    smtpUrl: read.url('SMTP_URL', 'smtps?', 'an smtp:// or smtps:// URL'),
+    smtpUrl,
+    smtpRelay: smtpRelay(read, smtpUrl),
     mailFrom: read.text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>',
     smtpMaxConnections: read.integer('SMTP_MAX_CONNECTIONS', 5, 1, 100),
     smtpRateLimit: read.integer('SMTP_RATE_LIMIT', 0, 0, 100_000),
     senderDomains: Object.freeze(senderDomains),
     mailPostalAddress: read.text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n'),
     dkim: dkimSettings(read),
-    trackOpens: read.boolean('TRACK_OPENS', true),
+    trackOpens: read.boolean('TRACK_OPENS', false),
     sendgridWebhookKey,
     postmarkWebhook: postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined,
     sesTopicArns: Object.freeze(read.list('SES_TOPIC_ARNS')),
     inbound: inboundSettings(read, host),
   };
+}
+
+/** SMTP_RELAY, or the relay SMTP_URL's host belongs to (smtp.sendgrid.net, smtp.postmarkapp.com, email-smtp.*.amazonaws.com). */
+function smtpRelay(read: EnvReader, smtpUrl: string | undefined): SmtpRelay {
+  const named = read.text('SMTP_RELAY')?.toLowerCase();
+  if (named !== undefined) {
+    const relay = SMTP_RELAYS.find((r) => r === named);
+    if (!relay) read.problem(`SMTP_RELAY must be one of ${SMTP_RELAYS.join(', ')} (got "${named}")`);
+    return relay ?? 'other';
+  }
+  let host = '';
+  try {
+    host = smtpUrl ? new URL(smtpUrl).hostname.toLowerCase() : '';
+  } catch {
+    return 'other';
+  }
+  if (host === 'sendgrid.net' || host.endsWith('.sendgrid.net')) return 'sendgrid';
+  if (host === 'postmarkapp.com' || host.endsWith('.postmarkapp.com')) return 'postmark';
+  if (/^email-smtp(-fips)?\.[a-z0-9-]+\.amazonaws\.com$/.test(host)) return 'ses';
+  return 'other';
 }
 
 /** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY_FILE together, the key read and checked now. */
@@ -372,7 +405,22 @@ function inboundSettings(read: EnvReader, host: string): InboundConfig | undefin
     host: read.text('INBOUND_SMTP_HOST') ?? host,
     port: read.integer('INBOUND_SMTP_PORT', 2525, 0, 65_535),
     maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
+    forwardsPerDay: read.integer('INBOUND_FORWARDS_PER_DAY', 20, 1, 100_000),
+    dnsServers: Object.freeze(dnsServers(read)),
   });
+}
+
+/** INBOUND_DNS_SERVERS: addresses (IPv4, IPv6, either with a port) Node's resolver accepts. */
+function dnsServers(read: EnvReader): string[] {
+  const servers = read.list('INBOUND_DNS_SERVERS');
+  try {
+    if (servers.length > 0) new Resolver().setServers(servers);
+  } catch {
+    read.problem(
+      `INBOUND_DNS_SERVERS must list DNS server addresses such as 192.0.2.53 or [2001:db8::53]:5353 (got "${servers.join(', ')}")`,
+    );
+  }
+  return servers;
 }
 
 /** The sending engine: retries, leases, batches. */
@@ -486,6 +534,44 @@ function parseEcP256PublicKey(text: string): KeyObject | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * With SMTP_URL set, mail goes to real people: a From at localhost, Message-IDs `@localhost` and
+ * links to `https://localhost:…` would all be unusable (and spam-scored). PUBLIC_URL and MAIL_FROM
+ * default to localhost for trying Hopper out with the outbox; they must name the real host once
+ * real mail goes out.
+ */
+function refuseLocalhostMail(read: EnvReader, config: { smtpUrl: string | undefined; publicUrl: string; mailFrom: string }): void {
+  if (!config.smtpUrl) return;
+  const local: string[] = [];
+  let publicHost = '';
+  try {
+    publicHost = new URL(config.publicUrl).hostname;
+  } catch {
+    // reported as an invalid PUBLIC_URL already
+  }
+  if (publicHost && isLocalHost(publicHost))
+    local.push(`PUBLIC_URL (${config.publicUrl}${read.text('PUBLIC_URL') ? '' : ', the default'})`);
+  const mailFrom = config.mailFrom;
+  const mailDomain = /@([^\s@>]+)>?\s*$/.exec(mailFrom)?.[1] ?? '';
+  if (isLocalHost(mailDomain)) local.push(`MAIL_FROM (${mailFrom}${read.text('MAIL_FROM') ? '' : ', the default'})`);
+  if (local.length === 0) return;
+  read.problem(
+    `SMTP_URL is set, so email goes to real people, but ${local.join(' and ')} ${local.length > 1 ? 'point' : 'points'} at localhost or a loopback address: ` +
+      'set PUBLIC_URL to the public https URL of this Hopper and MAIL_FROM to a mailbox of your domain (Name <mail@example.com>)',
+  );
+}
+
+/** localhost, *.localhost, a loopback or unspecified address (127.0.0.0/8, ::1, 0.0.0.0, ::), or no host at all. */
+function isLocalHost(host: string): boolean {
+  const name = host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
+  if (name === '' || name === 'localhost' || name.endsWith('.localhost') || name === 'localhost.localdomain') return true;
+  if (/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name) || name === '0.0.0.0') return true;
+  return name === '::1' || name === '::' || /^(0{0,4}:){1,7}0{0,3}1$/.test(name) || name.startsWith('::ffff:127.');
 }
 
 function isDomain(value: string): boolean {

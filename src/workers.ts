@@ -5,6 +5,7 @@ import type { JobQueue } from './db/job-queue.ts';
 import { emailChannel } from './email/email-channel.ts';
 import { loadTrackingTokens } from './email/tokens.ts';
 import { createMailTransport } from './email/transport.ts';
+import type { DNSResolver } from './inbound/authentication.ts';
 import type { InboundReceiver } from './inbound/receiver.ts';
 import { type EngineSettings, SendingEngine } from './sending/engine.ts';
 import type { Clock } from './time.ts';
@@ -46,6 +47,8 @@ export async function startWorkers(deps: {
   queue: JobQueue;
   clock: Clock;
   log: FastifyBaseLogger;
+  /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (tests answer offline); INBOUND_DNS_SERVERS or the system's when absent. */
+  dnsResolver?: DNSResolver;
 }): Promise<Workers> {
   const transport = createMailTransport(deps.config);
   const tokens = await loadTrackingTokens(deps.database.db, deps.clock);
@@ -64,6 +67,7 @@ export async function startWorkers(deps: {
         clock: deps.clock,
         log: deps.log,
         tls: await loadTls(deps.config),
+        resolver: deps.dnsResolver,
       })
     : undefined;
   const webhooks = await startWebhookWorker(deps);

@@ -81,9 +81,30 @@ describe('configuration', () => {
       MAIL_POSTAL_ADDRESS: '1 Main St\\nSpringfield',
     });
     assert.deepEqual(config.senderDomains, ['agents.example', 'realty.example']);
-    assert.deepEqual(config.inbound, { domain: 'in.hopper.example', host: '0.0.0.0', port: 2525, maxBytes: 10 * 1024 * 1024 });
+    assert.deepEqual(config.inbound, {
+      domain: 'in.hopper.example',
+      host: '0.0.0.0',
+      port: 2525,
+      maxBytes: 10 * 1024 * 1024,
+      forwardsPerDay: 20,
+      dnsServers: [],
+    });
     assert.equal(config.mailPostalAddress, '1 Main St\nSpringfield');
-    assert.equal(config.trackOpens, true);
+    assert.equal(config.trackOpens, false, 'no open pixel by default (docs/decisions.md)');
+    assert.equal(config.smtpRelay, 'other');
+    const relayOf = (env: Record<string, string>) =>
+      loadConfig({ PUBLIC_URL: 'https://h.example', MAIL_FROM: 'a@h.example', ...env }).smtpRelay;
+    assert.equal(relayOf({ SMTP_URL: 'smtp://apikey:x@smtp.sendgrid.net:587' }), 'sendgrid');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://u:p@smtp.postmarkapp.com:587' }), 'postmark');
+    assert.equal(relayOf({ SMTP_URL: 'smtps://u:p@email-smtp.eu-west-1.amazonaws.com:465' }), 'ses');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://relay.example:25' }), 'other');
+    assert.equal(relayOf({ SMTP_URL: 'smtp://relay.example:25', SMTP_RELAY: 'SendGrid' }), 'sendgrid');
+    assert.throws(() => relayOf({ SMTP_RELAY: 'mailgun' }), /SMTP_RELAY must be one of sendgrid, postmark, ses, other/);
+    assert.throws(() => loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: 'not a server' }), /INBOUND_DNS_SERVERS/);
+    assert.deepEqual(loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: '127.0.0.1:5353, ::1' }).inbound?.dnsServers, [
+      '127.0.0.1:5353',
+      '::1',
+    ]);
     assert.equal(loadConfig({}).inbound, undefined);
     assert.throws(
       () =>
@@ -104,5 +125,41 @@ describe('configuration', () => {
           'TRACK_OPENS',
         ].every((name) => error.message.includes(name)),
     );
+  });
+
+  test('with SMTP_URL set, PUBLIC_URL or MAIL_FROM at localhost or a loopback address is refused, naming them', () => {
+    const problem = (env: Record<string, string>) => {
+      try {
+        loadConfig({ SMTP_URL: 'smtp://relay.example:587', ...env });
+        return '';
+      } catch (error) {
+        assert.ok(error instanceof ConfigError);
+        return error.message;
+      }
+    };
+    // The defaults: both at localhost.
+    const both = problem({});
+    assert.match(both, /SMTP_URL is set/);
+    assert.match(both, /PUBLIC_URL \(https:\/\/localhost:8443, the default\) and MAIL_FROM \(Hopper <no-reply@localhost>, the default\)/);
+    const good = { PUBLIC_URL: 'https://hopper.example.com', MAIL_FROM: 'Hopper <mail@example.com>' };
+    assert.equal(problem(good), '');
+    for (const publicUrl of [
+      'https://127.0.0.1:8443',
+      'http://[::1]:8080',
+      'https://app.localhost',
+      'https://127.1.2.3',
+      'https://0.0.0.0',
+    ]) {
+      assert.match(problem({ ...good, PUBLIC_URL: publicUrl }), /PUBLIC_URL \(/, publicUrl);
+    }
+    for (const mailFrom of ['no-reply@localhost', 'Jane <jane@127.0.0.1>', 'Ops <ops@[127.0.0.1]>', 'a@LOCALHOST.']) {
+      const message = problem({ ...good, MAIL_FROM: mailFrom });
+      assert.match(message, /MAIL_FROM \(/, mailFrom);
+      assert.doesNotMatch(message, /PUBLIC_URL \(/, mailFrom);
+    }
+    // Without SMTP_URL (the outbox), the localhost defaults are fine for trying Hopper out.
+    assert.doesNotThrow(() => loadConfig({}));
+    // Names that merely contain "localhost" are real hosts.
+    assert.equal(problem({ PUBLIC_URL: 'https://localhost-realty.com', MAIL_FROM: 'a@mylocalhost.example' }), '');
   });
 });

@@ -163,6 +163,14 @@ describe('npm start (src/main.ts)', () => {
     assert.match(bad.output(), /PORT must be an integer/);
     assert.match(bad.output(), /ROLE=worker needs DATABASE_URL/);
   });
+
+  test('with SMTP_URL set and PUBLIC_URL / MAIL_FROM left at localhost, start-up exits with code 2 naming both', async () => {
+    const bad = start({ DATA_DIR: dataDir, SMTP_URL: 'smtp://127.0.0.1:2', PUBLIC_URL: '', MAIL_FROM: '' });
+    assert.equal(await bad.exited, 2);
+    assert.match(bad.output(), /SMTP_URL is set/);
+    assert.match(bad.output(), /PUBLIC_URL \(https:\/\/localhost:\d+, the default\)/);
+    assert.match(bad.output(), /MAIL_FROM \(Hopper <no-reply@localhost>, the default\)/);
+  });
 });
 
 describe('stopping under load', () => {

@@ -24,6 +24,7 @@ import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
 import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
+import * as replyAuthentication from './migrations/0026-reply-authentication.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -51,6 +52,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0022-api-key-minter': apiKeyMinter,
   '0023-outcomes-and-suppressions': outcomesAndSuppressions,
   '0027-provider-request-bodies': providerRequestBodies,
+  '0026-reply-authentication': replyAuthentication,
 };
 
 /**

@@ -437,7 +437,24 @@ export interface RepliesTable {
   received_at: Timestamp;
   /** When it was forwarded to the sender; null for automatic replies, and until the forward succeeds. */
   forwarded_at: NullableTimestamp;
+  /** SPF, DKIM and DMARC of the sender, as the receiver found them (migration 0026); null before it. */
+  authentication: ColumnType<ReplyAuthentication | null, string | null | undefined, never>;
+  /** Why it is not forwarded to the sender (a DMARC failure, the forwards limit); null: forwarded or to be. */
+  held_reason: ColumnType<ReplyHeldReason | null, ReplyHeldReason | null | undefined, never>;
 }
+
+/** One mechanism's verdict as mailauth gives it (pass, fail, softfail, neutral, none, temperror, permerror, policy). */
+export interface ReplyAuthentication {
+  spf: string;
+  dkim: string;
+  dmarc: string;
+  /** The domain of the From header that DMARC was judged for. */
+  from_domain: string | null;
+  /** The Authentication-Results value (RFC 8601) the forward carries. */
+  results: string;
+}
+
+type ReplyHeldReason = 'dmarc_fail' | 'forward_limit';
 
 /** Idempotency-Key: the first response to a key (http/idempotency.ts). */
 export interface IdempotencyKeysTable {

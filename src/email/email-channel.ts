@@ -35,6 +35,7 @@ export function emailChannel(
         trackOpens: config.trackOpens,
         domain,
         publicUrl: config.publicUrl,
+        relay: config.smtpRelay,
         tokens,
       };
     },

@@ -1,4 +1,5 @@
 import type Mail from 'nodemailer/lib/mailer/index.js';
+import type { SmtpRelay } from '../config.ts';
 import type { TemplatedEmailRow } from '../db/schema.ts';
 import type { ClaimedDelivery } from '../sending/deliveries.ts';
 import { htmlToText } from './email-text.ts';
@@ -16,12 +17,14 @@ export interface PreparedEmail {
   sender: SenderIdentity;
   /** INBOUND_DOMAIN: answers, bounces and mailed unsubscribes come back to tokens at it; undefined: off. */
   inboundDomain?: string | undefined;
-  /** TRACK_OPENS: the open pixel is added unless this is false. */
+  /** TRACK_OPENS: the open pixel is added only when this is true. */
   trackOpens?: boolean;
   /** The host part of Message-IDs and of the unsubscribe mailto: PUBLIC_URL's host. */
   domain: string;
   /** PUBLIC_URL: where the open pixel, click redirects and unsubscribe link point. */
   publicUrl: string;
+  /** The relay SMTP_URL names (SMTP_RELAY): its own tracking header goes to it alone. */
+  relay?: SmtpRelay;
   tokens: TrackingTokens;
 }
 
@@ -64,10 +67,20 @@ export function composeHtml(content: Content, person: Person): string {
     fill(message.body),
     paragraph(message.closing),
     content.signatureHtml ? `<div class="signature">${content.signatureHtml}</div>` : '',
-    message.ps_line.trim() ? `<p>P.S. ${fill(escapeHtml(message.ps_line))}</p>` : '',
+    postscript(message.ps_line) ? `<p>P.S. ${fill(escapeHtml(postscript(message.ps_line)))}</p>` : '',
   ]
     .filter(Boolean)
     .join('\n');
+}
+
+/** A P.S. line without the "P.S." its writer may have begun it with (Hopper writes one): never "P.S. P.S.". */
+function postscript(line: string): string {
+  return line.trim().replace(/^(?:p\.\s?s\.|p\.?s\b\.?)\s*(?:[:-]\s*)?/i, '');
+}
+
+/** The subject one contact's email carried, its merge tags filled. */
+export function subjectFor(message: Pick<TemplatedEmailRow, 'subject'>, person: Person): string {
+  return fillMergeTags(message.subject, person, false).replace(/[\r\n]+/g, ' ');
 }
 
 /** The absolute URLs of one delivery's tracking and unsubscribe links. */
@@ -112,7 +125,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     rewriteLinks(content, (index) => links.click(index)),
     postal ? `<p style="font-size:12px;color:#6b6b6b">${escapeHtml(postal).replace(/\r?\n/g, '<br>')}</p>` : '',
     `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links.unsubscribe}">Unsubscribe</a>.</p>`,
-    prepared.trackOpens === false ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
+    prepared.trackOpens !== true ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
   ]
     .filter(Boolean)
     .join('\n');
@@ -124,7 +137,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     fill(greeting.trim(), false),
     htmlToText(fill(message.body, true)),
     closing,
-    message.ps_line.trim() ? `P.S. ${fill(message.ps_line.trim(), false)}` : '',
+    postscript(message.ps_line) ? `P.S. ${fill(postscript(message.ps_line), false)}` : '',
     postal,
     `Unsubscribe: ${links.unsubscribe}`,
   ]
@@ -143,7 +156,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     // VERP: a bounce names the delivery it is about by the address it comes back to.
     ...(inboundDomain ? { envelope: { from: `b-${tokens.signForAddress('bounce', delivery.id)}@${inboundDomain}` } } : {}),
     to: delivery.address,
-    subject: fill(message.subject, false).replace(/[\r\n]+/g, ' '),
+    subject: subjectFor(message, delivery),
     html: `<!doctype html><html><body>${html}</body></html>`,
     text,
     headers: {
@@ -151,13 +164,32 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
       // at the space, so no URL is cut.
       'List-Unsubscribe': rawHeader(`<${links.unsubscribe}>, <${mailto}>`, true),
       'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
-      // SendGrid hands these back on every event of the message: how its webhook finds the
-      // delivery. Raw JSON: an RFC 2047-encoded value would be unreadable to SendGrid.
-      'X-SMTPAPI': rawHeader(JSON.stringify({ unique_args: { hopper_delivery_id: String(delivery.id) } }), false),
-      // Postmark's equivalent: metadata it hands back in its bounce and complaint webhooks.
-      'X-PM-Metadata-hopper_delivery_id': String(delivery.id),
+      // RFC 2919: the sender's emails are one list. Filters read List-Unsubscribe without List-Id as
+      // a half-made list header (SpamAssassin's LIST_PARTIAL_SHORT_MSG, +1 on a short email).
+      'List-Id': `<u${message.user_id}.${prepared.domain}>`,
+      // Gmail's feedback loop reports spam rates per value (campaign:customer:type:sender).
+      'Feedback-ID': `m${delivery.message_id}:u${message.user_id}:${delivery.message_kind}:${prepared.domain}`,
+      ...relayHeaders(prepared.relay, delivery.id),
     },
   };
+}
+
+/**
+ * The one header the relay of SMTP_URL reads back into its webhooks, to that relay alone: another
+ * relay would pass it on to the recipient, telling them Hopper's delivery ids for nothing.
+ */
+function relayHeaders(relay: SmtpRelay | undefined, deliveryId: number): Record<string, string | { prepared: boolean; value: string }> {
+  switch (relay) {
+    case 'sendgrid':
+      // SendGrid hands these back on every event of the message: how its webhook finds the
+      // delivery. Raw JSON: an RFC 2047-encoded value would be unreadable to SendGrid.
+      return { 'X-SMTPAPI': rawHeader(JSON.stringify({ unique_args: { hopper_delivery_id: String(deliveryId) } }), false) };
+    case 'postmark':
+      // Postmark's equivalent: metadata it hands back in its bounce and complaint webhooks.
+      return { 'X-PM-Metadata-hopper_delivery_id': String(deliveryId) };
+    default:
+      return {};
+  }
 }
 
 /** A header value nodemailer writes as it is (no RFC 2047 encoding), with control characters removed. */

@@ -15,6 +15,8 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
  */
 interface SmtpPoolOptions {
   url: string;
+  /** The name this side gives in EHLO: the public host name (PUBLIC_URL's), never the machine's. */
+  name: string;
   maxConnections: number;
   /** Messages per second over the whole pool; 0 for no limit. */
   rateLimit: number;
@@ -65,6 +67,7 @@ export class SmtpPool {
         );
         message = staged;
       }
+      if (hasUtf8Headers(raw)) declareSmtpUtf8(connection);
       await new Promise<void>((resolve, reject) => connection.send(envelope, message, (error) => (error ? reject(error) : resolve())));
       this.#release(connection);
     } catch (error) {
@@ -121,6 +124,7 @@ export class SmtpPool {
     const { auth, ...options } = this.#connectionOptions;
     const connection = new SMTPConnection({
       ...options,
+      name: this.#options.name,
       connectionTimeout: this.#options.connectionTimeout,
       greetingTimeout: this.#options.greetingTimeout,
       socketTimeout: this.#options.socketTimeout,
@@ -178,4 +182,32 @@ export class SmtpPool {
       await new Promise((resolve) => setTimeout(resolve, this.#windowStart + 1000 - now));
     }
   }
+}
+
+/** Whether the header section holds raw UTF-8 (RFC 6532: an address such as josé@correo.example in Reply-To). */
+function hasUtf8Headers(raw: string | Buffer): boolean {
+  const text = typeof raw === 'string' ? raw : raw.toString('latin1');
+  const end = text.indexOf('\r\n\r\n');
+  // Anything but printable ASCII and white space: in a header section, a byte outside ASCII.
+  return /[^ -~\s]/.test(end < 0 ? text : text.slice(0, end));
+}
+
+/**
+ * A message with UTF-8 headers needs SMTPUTF8 on its MAIL FROM (RFC 6531), which nodemailer adds
+ * only for a non-ASCII envelope address: when the server offers it, the next MAIL FROM of this
+ * connection carries it. A server without SMTPUTF8 gets the message as it is (8-bit headers, which
+ * most relays pass on).
+ */
+function declareSmtpUtf8(connection: Connection): void {
+  const internals = connection as unknown as {
+    _supportedExtensions?: string[];
+    _sendCommand: (command: string, ...rest: unknown[]) => void;
+  };
+  if (!internals._supportedExtensions?.includes('SMTPUTF8') || typeof internals._sendCommand !== 'function') return;
+  const original = internals._sendCommand;
+  internals._sendCommand = function (this: unknown, command: string, ...rest: unknown[]) {
+    if (!/^MAIL FROM:/i.test(command)) return original.call(this, command, ...rest);
+    internals._sendCommand = original;
+    return original.call(this, / SMTPUTF8\b/i.test(command) ? command : `${command} SMTPUTF8`, ...rest);
+  };
 }

@@ -39,6 +39,7 @@ export function createMailTransport(config: Config): MailTransport {
   if (config.smtpUrl) {
     const pool = new SmtpPool({
       url: config.smtpUrl,
+      name: ehloName(config.publicUrl),
       maxConnections: config.smtpMaxConnections,
       rateLimit: config.smtpRateLimit,
       connectionTimeout: 15_000,
@@ -89,15 +90,28 @@ export function createMailTransport(config: Config): MailTransport {
   };
 }
 
+/** PUBLIC_URL's host as EHLO names it: a domain as it is, an address literal in brackets (RFC 5321 4.1.3). */
+function ehloName(publicUrl: string): string {
+  const host = new URL(publicUrl).hostname;
+  if (host.startsWith('[')) return `[IPv6:${host.slice(1, -1)}]`;
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) ? `[${host}]` : host;
+}
+
 /** The bare address of a From given as text or as `{ name, address }`. */
 function addressOf(from: OutgoingEmail['from']): string {
   if (typeof from === 'string') return addressparser(from, { flatten: true })[0]?.address ?? '';
   return (from && !Array.isArray(from) ? from.address : '') ?? '';
 }
 
-/** What compose-mime.ts does not cover (attachments, several recipients, …), composed by nodemailer. */
+/**
+ * What compose-mime.ts does not cover (attachments, several recipients, non-ASCII or quoted
+ * addresses, …), composed by nodemailer. An envelope that names only the sender (VERP, a forward's
+ * MAIL_FROM) keeps the recipients of the headers: nodemailer alone would send it to no one ("No
+ * recipients defined").
+ */
 async function composeWithNodemailer(email: OutgoingEmail): Promise<{ envelope: { from: string; to: string[] }; raw: Buffer }> {
   const mime = new MailComposer(email).compile();
   const { from, to } = mime.getEnvelope();
-  return { envelope: { from: from || '', to }, raw: await mime.build() };
+  const recipients = to.length > 0 || !email.envelope ? to : new MailComposer({ ...email, envelope: undefined }).compile().getEnvelope().to;
+  return { envelope: { from: from || '', to: recipients }, raw: await mime.build() };
 }

@@ -1,12 +1,13 @@
 import type { ParsedMail } from 'mailparser';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
-import type { DeliveryFacts } from '../db/schema.ts';
+import type { DeliveryFacts, ReplyAuthentication } from '../db/schema.ts';
+import { subjectFor } from '../email/render.ts';
 import { mailFromAddress, type SenderIdentity, senderIdentity } from '../email/sender-identity.ts';
 import { TRACKING_SOURCE } from '../email/tracking.ts';
 import type { MailTransport } from '../email/transport.ts';
 import { findSenderFields } from '../identity/users.ts';
-import { findDeliveryFacts } from '../sending/deliveries.ts';
+import { findDeliveredEmail, findDeliveryFacts } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import type { Clock } from '../time.ts';
 import type { InboundKind } from './classify.ts';
@@ -29,6 +30,8 @@ export interface ReceivedMessage {
   deliveryId: number;
   mail: ParsedMail;
   what: InboundKind | { kind: 'unsubscribe' };
+  /** SPF, DKIM and DMARC of a reply's sender (authentication.ts); undefined for what is no reply. */
+  authentication: ReplyAuthentication | undefined;
 }
 
 interface RecordDeps {
@@ -50,7 +53,12 @@ export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedM
   if (received.length === 0) return new Map();
 
   const stored = new Map(received.map((m) => [toStored(m, deliveries.get(m.deliveryId) as DeliveryFacts), m]));
-  const toForward = await storeInboundMessages(db, [...stored.keys()], now);
+  const toForward = await storeInboundMessages(
+    db,
+    [...stored.keys()],
+    now,
+    deps.config.inbound?.forwardsPerDay ?? Number.POSITIVE_INFINITY,
+  );
   // Every outcome through the one recorder; event ids make each count once per delivery, whatever
   // was stored before (a crash between the two statements loses nothing).
   await recordDeliveryEvents(
@@ -63,7 +71,7 @@ export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedM
   const senders = new Map<number, Promise<SenderIdentity>>();
   const forwards = [...toForward].map(([message, replyId]) => {
     const m = stored.get(message) as ReceivedMessage;
-    return { m, replyId, sent: forward(deps, replyId, deliveries.get(m.deliveryId) as DeliveryFacts, m.mail, senders) };
+    return { m, replyId, sent: forward(deps, replyId, deliveries.get(m.deliveryId) as DeliveryFacts, m, senders) };
   });
   const results = await Promise.allSettled(forwards.map((f) => f.sent));
   await markRepliesForwarded(
@@ -97,8 +105,16 @@ function toStored(m: ReceivedMessage, delivery: DeliveryFacts): InboundMessage {
       subject: (m.mail.subject ?? '').replaceAll('\u0000', '').slice(0, 998),
       text: (m.mail.text ?? '').replaceAll('\u0000', '').slice(0, 1_000_000),
       auto_reply: m.what.autoReply,
+      authentication: m.authentication ? JSON.stringify(m.authentication) : null,
+      // Mail whose DMARC fails is not what it says it is: kept for the record, never forwarded.
+      held_reason: dmarcFails(m) ? 'dmarc_fail' : null,
     },
   };
+}
+
+/** A reply whose From domain's DMARC check failed: someone else's mail dressed as the contact's. */
+function dmarcFails(m: ReceivedMessage): boolean {
+  return m.authentication?.dmarc === 'fail';
 }
 
 /** The delivery event a message is, if any: a person's reply, a mailed unsubscribe, a complaint, a bounce with a status. */
@@ -107,7 +123,8 @@ function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
   const what = m.what;
   switch (what.kind) {
     case 'reply':
-      return what.autoReply ? [] : [{ ...base, source: TRACKING_SOURCE, eventId: `reply:${m.deliveryId}`, type: 'reply' }];
+      // A forged reply (DMARC fails) is no answer from the contact: not counted either.
+      return what.autoReply || dmarcFails(m) ? [] : [{ ...base, source: TRACKING_SOURCE, eventId: `reply:${m.deliveryId}`, type: 'reply' }];
     case 'unsubscribe':
       // The mailed unsubscribe shares the link's event id: a contact who does both counts once.
       return [{ ...base, source: TRACKING_SOURCE, eventId: `unsubscribe:${m.deliveryId}`, type: 'unsubscribe', detail: 'by mail' }];
@@ -121,15 +138,22 @@ function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
   }
 }
 
-/** The contact's answer to the agent's own mailbox, through the relay, with the contact as Reply-To. */
+/**
+ * The contact's answer to the agent's own mailbox, through the relay, with the contact as
+ * Reply-To: its attachments (the whole message was within INBOUND_MAX_BYTES), threaded to the
+ * email it answers (In-Reply-To and References name that email's Message-ID), a first line naming
+ * that email by its subject, and the receiver's SPF/DKIM/DMARC verdict in Authentication-Results
+ * (a sender DMARC could not confirm is said so in that first line too).
+ */
 async function forward(
   deps: RecordDeps,
   replyId: number,
   delivery: DeliveryFacts,
-  mail: ParsedMail,
+  m: ReceivedMessage,
   senders: Map<number, Promise<SenderIdentity>>,
 ): Promise<void> {
   const { db, config, transport } = deps;
+  const mail = m.mail;
   let identity = senders.get(delivery.user_id);
   if (!identity) {
     identity = findSenderFields(db, delivery.user_id).then((owner) => {
@@ -143,6 +167,21 @@ async function forward(
   const contactAddress = contact?.address || delivery.address;
   const contactName = contact?.name || contactAddress;
   const host = new URL(config.publicUrl).hostname;
+  const original = `<${delivery.message_kind}-${delivery.message_id}.${delivery.id}@${host}>`;
+  const email = delivery.message_kind === 'templated_email' ? await findDeliveredEmail(db, delivery.id) : undefined;
+  const answered = email ? subjectFor(email, email) : undefined;
+  const who = contact?.name ? `${contact.name} <${contactAddress}>` : contactAddress;
+  const auth = m.authentication;
+  const notes = [
+    answered === undefined ? `${who} replied to your email.` : `${who} replied to your email “${answered}”.`,
+    ...(auth && auth.dmarc !== 'pass'
+      ? [
+          `Hopper could not confirm that this message comes from ${contactAddress} (SPF ${auth.spf}, DKIM ${auth.dkim}, DMARC ${auth.dmarc}).`,
+        ]
+      : []),
+  ];
+  const text = mail.text ?? '';
+  const html = typeof mail.html === 'string' ? mail.html : `<pre>${escapeHtml(text)}</pre>`;
   await transport.forward(
     {
       messageId: `<reply-${replyId}@${host}>`,
@@ -150,14 +189,35 @@ async function forward(
       replyTo: { name: contact?.name ?? '', address: contactAddress },
       envelope: { from: mailFromAddress(config.mailFrom) },
       to: sender.own.address,
-      subject: mail.subject ?? '(no subject)',
-      text: mail.text ?? '',
-      html: typeof mail.html === 'string' ? mail.html : `<pre>${escapeHtml(mail.text ?? '')}</pre>`,
+      subject: mail.subject?.trim() ? mail.subject : answered ? `Re: ${answered}` : '(no subject)',
+      inReplyTo: original,
+      references: references(original, mail),
+      text: `${notes.join('\n')}\n\n${text}`,
+      html: `${notes.map((n) => `<p style="color:#555">${escapeHtml(n)}</p>`).join('')}\n${html}`,
+      attachments: (mail.attachments ?? []).map((a) => ({
+        content: a.content,
+        contentType: a.contentType,
+        ...(a.filename ? { filename: a.filename } : {}),
+        ...(a.cid ? { cid: a.cid } : {}),
+        contentDisposition: a.contentDisposition === 'inline' ? 'inline' : 'attachment',
+      })),
+      ...(auth?.results
+        ? { headers: { 'Authentication-Results': { prepared: true, foldLines: true, value: auth.results } as never } }
+        : {}),
     },
     `reply-${replyId}`,
   );
 }
 
+/** The email answered, then the thread the contact's message names (its References and In-Reply-To), at most 20 ids. */
+function references(original: string, mail: ParsedMail): string[] {
+  const named =
+    [mail.references ?? [], mail.inReplyTo ?? []]
+      .flat()
+      .join(' ')
+      .match(/<[^<>\s]{1,250}>/g) ?? [];
+  return [...new Set([original, ...named])].slice(0, 20);
+}
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }

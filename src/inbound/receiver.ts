@@ -9,6 +9,7 @@ import { GroupCommit } from '../db/group-commit.ts';
 import type { TrackingTokens } from '../email/tokens.ts';
 import type { MailTransport } from '../email/transport.ts';
 import type { Clock } from '../time.ts';
+import { type Arrival, authenticateArrival, type DNSResolver, dnsResolver } from './authentication.ts';
 import { classify } from './classify.ts';
 import { type ReceivedMessage, recordReceived } from './inbound-messages.ts';
 
@@ -38,6 +39,8 @@ export interface InboundDeps {
   clock: Clock;
   log: FastifyBaseLogger;
   tls: { key: string; cert: string } | undefined;
+  /** How the SPF, DKIM and DMARC checks ask the DNS (tests give their own); INBOUND_DNS_SERVERS or the system's when absent. */
+  resolver?: DNSResolver | undefined;
 }
 
 interface Target {
@@ -48,6 +51,8 @@ interface Target {
 /** What a recipient address names: a signed token of ours, postmaster, or nothing (undefined). */
 export function readRecipient(address: string, inbound: InboundConfig, tokens: TrackingTokens): Target | undefined {
   const at = address.lastIndexOf('@');
+  // RFC 5321 4.1.1.3: `RCPT TO:<postmaster>`, without a domain, must be accepted.
+  if (at < 0 && address.toLowerCase() === 'postmaster') return { purpose: 'postmaster', deliveryId: undefined };
   if (at < 0 || address.slice(at + 1).toLowerCase() !== inbound.domain) return undefined;
   const local = address.slice(0, at).toLowerCase();
   if (local === 'postmaster' || local === 'abuse') return { purpose: 'postmaster', deliveryId: undefined };
@@ -85,7 +90,13 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
         if (stream.sizeExceeded) {
           return callback(Object.assign(new Error('5.3.4 Message too big'), { responseCode: 552 }));
         }
-        handler.accept(Buffer.concat(chunks), session.envelope.rcptTo).then(
+        const arrival = {
+          // An IPv4 client of a dual-stack socket is shown as ::ffff:a.b.c.d; SPF's ip4 needs a.b.c.d.
+          ip: session.remoteAddress.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, ''),
+          helo: session.hostNameAppearsAs,
+          sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        };
+        handler.accept(Buffer.concat(chunks), session.envelope.rcptTo, arrival).then(
           () => callback(),
           (error: Error & { responseCode?: number }) => {
             deps.log.warn({ err: error }, 'inbound message not taken: the sender will retry');
@@ -127,10 +138,12 @@ class InboundHandler {
   readonly #deps: InboundDeps;
   readonly #inbound: InboundConfig;
   readonly #received: GroupCommit<ReceivedMessage>;
+  readonly #resolver: DNSResolver | undefined;
 
   constructor(deps: InboundDeps, inbound: InboundConfig) {
     this.#deps = deps;
     this.#inbound = inbound;
+    this.#resolver = deps.resolver ?? dnsResolver(inbound.dnsServers);
     this.#received = new GroupCommit<ReceivedMessage>({
       maxBatch: MAX_BATCH,
       maxInFlight: MAX_BATCHES_IN_FLIGHT,
@@ -140,19 +153,24 @@ class InboundHandler {
     });
   }
 
-  async accept(raw: Buffer, recipients: SMTPServerAddress[]): Promise<void> {
+  async accept(raw: Buffer, recipients: SMTPServerAddress[], arrival: Arrival): Promise<void> {
     const mail = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
     const messageId = (mail.messageId ?? `<sha256-${createHash('sha256').update(raw).digest('hex')}>`).slice(0, 998);
-    const waits: Promise<void>[] = [];
+    const received: Omit<ReceivedMessage, 'authentication'>[] = [];
     for (const recipient of recipients) {
       const target = readRecipient(recipient.address, this.#inbound, this.#deps.tokens);
       if (!target) continue;
       const deliveryId = target.deliveryId ?? this.#embeddedDelivery(mail, raw);
       if (deliveryId === undefined) continue; // postmaster mail about nothing of ours
       const what = target.purpose === 'unsubscribe' ? ({ kind: 'unsubscribe' } as const) : classify(mail);
-      waits.push(this.#received.add({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what }));
+      received.push({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what });
     }
-    await Promise.all(waits);
+    // Who a person's reply really comes from decides whether it may reach the agent: checked once
+    // per message, before it is recorded (a DNS failure is a temperror, not a refusal).
+    const authentication = received.some((m) => m.what.kind === 'reply')
+      ? await authenticateArrival(raw, arrival, this.#inbound.domain, this.#resolver)
+      : undefined;
+    await Promise.all(received.map((m) => this.#received.add({ ...m, authentication })));
   }
 
   /** The delivery a report to postmaster is about: a signed address of ours in the returned message. */

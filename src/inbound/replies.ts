@@ -20,6 +20,24 @@ export const Reply = Type.Object({
   subject: Type.String(),
   text: Type.String({ description: 'The plain-text body (HTML-only replies converted to text)' }),
   auto_reply: Type.Boolean({ description: 'An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office)' }),
+  authentication: Nullable(
+    Type.Object(
+      {
+        spf: Type.String({ description: 'pass, fail, softfail, neutral, none, temperror or permerror' }),
+        dkim: Type.String({ description: 'pass when one signature verifies; else the first signature’s result, or none' }),
+        dmarc: Type.String({ description: 'pass, fail (never forwarded), none (no policy), temperror or permerror' }),
+        from_domain: Nullable(Type.String()),
+        results: Type.String({ description: 'The Authentication-Results value (RFC 8601) the forward carries' }),
+      },
+      { description: 'SPF, DKIM and DMARC of the sender as the receiver found them; null for replies stored before Hopper checked' },
+    ),
+  ),
+  held_reason: Nullable(
+    Type.String({
+      description:
+        'Why the reply was not forwarded to the sender: dmarc_fail (its DMARC check failed: mail dressed as someone it is not, not counted as a reply either) or forward_limit (the reply address had reached INBOUND_FORWARDS_PER_DAY)',
+    }),
+  ),
   received_at: Timestamp,
 });
 
@@ -29,7 +47,19 @@ export const REPLY_FILTERS: Filters = {
 };
 
 /** The columns a reply's API shape is made of. */
-const LISTED = ['id', 'contact_id', 'delivery_id', 'from_address', 'from_name', 'subject', 'text', 'auto_reply', 'received_at'] as const;
+const LISTED = [
+  'id',
+  'contact_id',
+  'delivery_id',
+  'from_address',
+  'from_name',
+  'subject',
+  'text',
+  'auto_reply',
+  'authentication',
+  'held_reason',
+  'received_at',
+] as const;
 type ListedReply = Pick<ReplyRow, (typeof LISTED)[number]>;
 
 /** One page of the replies to one message, filtered by `REPLY_FILTERS`. */
@@ -53,6 +83,8 @@ export function toApiReply(row: ListedReply) {
     subject: row.subject,
     text: row.text,
     auto_reply: row.auto_reply,
+    authentication: row.authentication,
+    held_reason: row.held_reason,
     received_at: formatTimestamp(row.received_at) as string,
   };
 }
@@ -73,7 +105,12 @@ const keyOf = (recipient: string, messageId: string) => `${recipient}\u0000${mes
  * transaction. Returns the replies to forward to the sender: a person's reply stored now, or stored
  * before and not forwarded yet (the relay refused it then), by message.
  */
-export async function storeInboundMessages(db: Db, messages: readonly InboundMessage[], now: Date): Promise<Map<InboundMessage, number>> {
+export async function storeInboundMessages(
+  db: Db,
+  messages: readonly InboundMessage[],
+  now: Date,
+  forwardsPerDay: number,
+): Promise<Map<InboundMessage, number>> {
   if (messages.length === 0) return new Map();
   return db.transaction().execute(async (trx) => {
     const inserted = await trx
@@ -95,10 +132,35 @@ export async function storeInboundMessages(db: Db, messages: readonly InboundMes
       const inboundId = fresh.get(keyOf(m.recipient, m.messageId));
       return inboundId !== undefined && m.reply ? [{ ...m.reply, inbound_id: inboundId, received_at: now }] : [];
     });
+    // At most `forwardsPerDay` replies per reply address (delivery) reach the agent in any 24
+    // hours; the rest are kept, held. (Two batches recorded at once may each let one more by.)
+    const forwardable = newReplies.filter((r) => !r.auto_reply && !r.held_reason);
+    if (forwardable.length > 0) {
+      const counts = await trx
+        .selectFrom('replies')
+        .select(['delivery_id', (eb) => eb.fn.countAll<string>().as('n')])
+        .where('delivery_id', 'in', [...new Set(forwardable.map((r) => r.delivery_id))])
+        .where('received_at', '>', new Date(now.getTime() - 86_400_000))
+        .where('auto_reply', '=', false)
+        .where('held_reason', 'is', null)
+        .groupBy('delivery_id')
+        .execute();
+      const forwarded = new Map(counts.map((c) => [c.delivery_id, Number(c.n)]));
+      for (const reply of forwardable) {
+        const n = forwarded.get(reply.delivery_id) ?? 0;
+        if (n >= forwardsPerDay) reply.held_reason = 'forward_limit';
+        else forwarded.set(reply.delivery_id, n + 1);
+      }
+    }
     const stored =
       newReplies.length > 0 ? await trx.insertInto('replies').values(newReplies).returning(['id', 'inbound_id']).execute() : [];
     const replyOf = new Map(stored.map((r) => [r.inbound_id, r.id]));
-    const toForward = messages.filter((m) => m.reply && !m.reply.auto_reply);
+    const heldNow = new Set(newReplies.filter((r) => r.held_reason).map((r) => r.inbound_id));
+    const toForward = messages.filter((m) => {
+      if (!m.reply || m.reply.auto_reply || m.reply.held_reason) return false;
+      const inboundId = fresh.get(keyOf(m.recipient, m.messageId));
+      return inboundId === undefined || !heldNow.has(inboundId);
+    });
     const again = toForward.filter((m) => !fresh.has(keyOf(m.recipient, m.messageId)));
     const unsent =
       again.length > 0
@@ -108,6 +170,7 @@ export async function storeInboundMessages(db: Db, messages: readonly InboundMes
             .select(['r.id', 'm.recipient', 'm.message_id'])
             .where('r.forwarded_at', 'is', null)
             .where('r.auto_reply', '=', false)
+            .where('r.held_reason', 'is', null)
             .where((eb) => eb.or(again.map((m) => eb.and([eb('m.recipient', '=', m.recipient), eb('m.message_id', '=', m.messageId)]))))
             .execute()
         : [];

@@ -64,6 +64,7 @@ describe('PostgreSQL going away and coming back', { skip: missing }, () => {
       TRUST_PROXY: 'true',
       BOOTSTRAP_ADMIN_KEY: adminKey,
       SMTP_URL: sink.url,
+      MAIL_FROM: 'Hopper <no-reply@hopper.test>',
       SMTP_MAX_CONNECTIONS: '2',
       SEND_BATCH_SIZE: '20',
       // Shorter than the outage: every claim's lease runs out while the database is away.

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
 import { SmtpPool } from '../../src/email/smtp-pool.ts';
+import { createMailTransport } from '../../src/email/transport.ts';
 import {
   audience,
   createEmail,
@@ -166,6 +168,7 @@ describe('SMTP pool', () => {
     const sink = await startSmtpSink();
     const pool = new SmtpPool({
       url: sink.url,
+      name: 'hopper.test',
       maxConnections: 1,
       rateLimit: 0,
       connectionTimeout: 2000,
@@ -192,6 +195,7 @@ describe('SMTP pool', () => {
     const sink = await startSmtpSink();
     const pool = new SmtpPool({
       url: sink.url,
+      name: 'hopper.test',
       maxConnections: 3,
       rateLimit: 5,
       connectionTimeout: 2000,
@@ -210,6 +214,46 @@ describe('SMTP pool', () => {
       assert.equal(sink.messages.length, 11);
     } finally {
       pool.close();
+      await sink.close();
+    }
+  });
+});
+
+describe('mail transport: addresses the fast path does not compose', () => {
+  test('a VERP envelope to an IDN, UTF-8 or quoted address keeps its recipient; SMTPUTF8 where the address needs it', async () => {
+    const sink = await startSmtpSink();
+    const transport = createMailTransport(
+      loadConfig({ SMTP_URL: sink.url, PUBLIC_URL: 'https://hopper.test', MAIL_FROM: 'Hopper <mail@hopper.test>', DATA_DIR: '/tmp' }),
+    );
+    try {
+      for (const [i, [to, accepted, smtpUtf8]] of [
+        // The domain travels as its A-label (no SMTPUTF8 needed); smtp-server shows it decoded.
+        ['maria@müller.example', 'maria@müller.example', false],
+        ['josé@correo.example', 'josé@correo.example', true],
+        // (smtp-server, the sink, cannot parse a quoted local part holding a space: "ann smith"@…)
+        ['"ann(smith)"@client.example', '"ann(smith)"@client.example', false],
+      ].entries()) {
+        const outcome = await transport.send(
+          {
+            messageId: `<intl-${i}@hopper.test>`,
+            from: { name: 'Jane', address: 'jane@hopper.test' },
+            envelope: { from: 'b-token@in.hopper.test' },
+            to: to as string,
+            subject: 'Hello',
+            text: 'Hello',
+            html: '<p>Hello</p>',
+          },
+          i + 1,
+        );
+        assert.equal(outcome.kind, 'sent', `${to}: ${JSON.stringify(outcome)}`);
+        const [message] = sink.messages.filter((m) => m.messageId === `<intl-${i}@hopper.test>`);
+        assert.ok(message, to as string);
+        assert.deepEqual(message.to, [accepted], to as string);
+        assert.equal(message.from, 'b-token@in.hopper.test');
+        assert.equal(message.smtpUtf8, smtpUtf8, to as string);
+      }
+    } finally {
+      transport.close();
       await sink.close();
     }
   });

@@ -13,6 +13,7 @@ describe('rendered email: tracking and unsubscribe', () => {
   const tokens = new TrackingTokens(randomBytes(32));
   const message = {
     id: 5,
+    user_id: 3,
     subject: 'Spring, {{first_name}}',
     greeting_with_first_name: 'Hi {{first_name}},',
     greeting_without_first_name: 'Hi,',
@@ -35,6 +36,7 @@ describe('rendered email: tracking and unsubscribe', () => {
     },
     domain: 'hopper.test',
     publicUrl: 'https://hopper.test',
+    trackOpens: true,
     tokens,
   };
   const delivery = {
@@ -46,9 +48,9 @@ describe('rendered email: tracking and unsubscribe', () => {
     last_name: null,
   } as ClaimedDelivery;
 
-  async function written() {
+  async function written(overrides: Partial<PreparedEmail> = {}) {
     const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
-    const raw = (await transport.sendMail(renderEmail(prepared, delivery))).message.toString();
+    const raw = (await transport.sendMail(renderEmail({ ...prepared, ...overrides }, delivery))).message.toString();
     return { raw, email: parseEmail(raw), head: raw.slice(0, raw.indexOf('\n\n')) };
   }
 
@@ -108,10 +110,56 @@ describe('rendered email: tracking and unsubscribe', () => {
   });
 
   test('Message-ID stays stable and X-SMTPAPI is raw JSON SendGrid can read', async () => {
-    const { email } = await written();
+    const { email } = await written({ relay: 'sendgrid' });
     assert.equal(email.headers.get('message-id'), '<templated_email-5.77@hopper.test>');
     assert.deepEqual(JSON.parse(email.headers.get('x-smtpapi') ?? ''), { unique_args: { hopper_delivery_id: '77' } });
     assert.equal((await written()).email.headers.get('list-unsubscribe'), email.headers.get('list-unsubscribe'), 'same email, same links');
+  });
+
+  test('each relay-specific header goes to its relay alone; every email has a Feedback-ID', async () => {
+    const sendgrid = (await written({ relay: 'sendgrid' })).email.headers;
+    const postmark = (await written({ relay: 'postmark' })).email.headers;
+    const ses = (await written({ relay: 'ses' })).email.headers;
+    const other = (await written({ relay: 'other' })).email.headers;
+    const outbox = (await written()).email.headers;
+    assert.ok(sendgrid.has('x-smtpapi') && !sendgrid.has('x-pm-metadata-hopper_delivery_id'));
+    assert.equal(postmark.get('x-pm-metadata-hopper_delivery_id'), '77');
+    assert.ok(!postmark.has('x-smtpapi'));
+    for (const headers of [ses, other, outbox]) {
+      assert.ok(!headers.has('x-smtpapi') && !headers.has('x-pm-metadata-hopper_delivery_id'), [...headers.keys()].join());
+    }
+    for (const headers of [sendgrid, postmark, ses, other, outbox]) {
+      assert.equal(headers.get('feedback-id'), 'm5:u3:templated_email:hopper.test');
+      assert.equal(headers.get('list-id'), '<u3.hopper.test>');
+    }
+  });
+
+  test('a P.S. line its writer began with "P.S." (or PS:, p.s) is not sent as "P.S. P.S."', async () => {
+    for (const ps_line of [
+      'P.S. Bring the kids.',
+      'PS: Bring the kids.',
+      'p.s. Bring the kids.',
+      'P.S.Bring the kids.',
+      'Bring the kids.',
+    ]) {
+      const { email } = await written({ message: { ...message, ps_line } });
+      const wanted = 'P.S. Bring the kids.';
+      assert.ok(email.text?.includes(wanted), `${ps_line}: ${email.text}`);
+      assert.ok(email.html?.includes(`<p>${wanted}</p>`), `${ps_line}: ${email.html}`);
+      assert.doesNotMatch(email.text ?? '', /P\.S\. P\.?S/i);
+    }
+    // Words that merely start like it stay whole.
+    for (const ps_line of ['Psst: the open house is Sunday.', 'PSA: the open house is Sunday.']) {
+      const { email } = await written({ message: { ...message, ps_line } });
+      assert.ok(email.text?.includes(`P.S. ${ps_line}`), email.text);
+    }
+  });
+
+  test('no open pixel unless TRACK_OPENS is true', async () => {
+    for (const trackOpens of [false, undefined]) {
+      const { email } = await written({ trackOpens });
+      assert.doesNotMatch(email.html ?? '', /<img/, String(trackOpens));
+    }
   });
 
   test('malformed or hostile markup (256 KiB, the body limit) is scanned in linear time', () => {

@@ -99,7 +99,7 @@ describe('open and click tracking, one-click unsubscribe', () => {
   let signatureId: number;
 
   before(async () => {
-    t = await startTestApp({ workers: true });
+    t = await startTestApp({ workers: true, env: { TRACK_OPENS: 'true' } });
     admin = asKey(t.app, t.adminKey);
     anon = asKey(t.app, undefined);
     tagId = (await createTag(t, { id: t.adminId }, 'Buyers')).id;

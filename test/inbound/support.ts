@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import nodemailer from 'nodemailer';
 import { parseEmail } from '../sending/support/mime.ts';
 import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
+import { type Zone, zoneResolver } from './dns.ts';
 
 /**
  * The engine with the inbound receiver on (a real SMTP server on loopback, STARTTLS with the
@@ -10,14 +11,18 @@ import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitFor
 export const INBOUND_DOMAIN = 'in.hopper.test';
 export const AGENT = 'jane@agents.example';
 
-export async function startInboundApp(env: Record<string, string> = {}): Promise<SendingApp & { port: number }> {
-  const s = await startSendingApp({
-    INBOUND_DOMAIN,
-    INBOUND_SMTP_PORT: '0',
-    INBOUND_SMTP_HOST: '127.0.0.1',
-    SENDER_DOMAINS: 'agents.example',
-    ...env,
-  });
+export async function startInboundApp(env: Record<string, string> = {}, zone: Zone = {}): Promise<SendingApp & { port: number }> {
+  const s = await startSendingApp(
+    {
+      INBOUND_DOMAIN,
+      INBOUND_SMTP_PORT: '0',
+      INBOUND_SMTP_HOST: '127.0.0.1',
+      SENDER_DOMAINS: 'agents.example',
+      ...env,
+    },
+    // SPF, DKIM and DMARC ask this zone, never the network: what a test does not publish does not exist.
+    { dnsResolver: zoneResolver(zone) },
+  );
   const put = await s.api.put(`/v3/users/${s.owner}`, { sender_email: AGENT, sender_name: 'Jane Agent' });
   assert.equal(put.status, 200, put.raw);
   const port = s.t.workers?.inbound?.port;

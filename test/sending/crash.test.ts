@@ -174,6 +174,7 @@ describe('crash safety: a worker killed mid-send', () => {
       TRUST_PROXY: 'true',
       BOOTSTRAP_ADMIN_KEY: adminKey,
       SMTP_URL: sink.url,
+      MAIL_FROM: 'Hopper <no-reply@hopper.test>',
       MAIL_POSTAL_ADDRESS: TEST_POSTAL_ADDRESS,
       ...WORKER_ENV,
     };

@@ -9,6 +9,7 @@ import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { type JobQueue, openJobQueue } from '../../src/db/job-queue.ts';
 import type { App } from '../../src/http/fastify-types.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
+import type { DNSResolver } from '../../src/inbound/authentication.ts';
 import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
@@ -42,6 +43,8 @@ export interface TestAppOptions {
   workers?: boolean;
   /** How the SES webhook fetches SNS certificates and subscription URLs. */
   snsFetch?: AppOptions['snsFetch'];
+  /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (test/inbound/dns.ts answers offline). */
+  dnsResolver?: DNSResolver;
 }
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
@@ -54,6 +57,8 @@ export function testConfigEnv(dataDir: string, env: Record<string, string> = {})
   const base: Record<string, string> = {
     DATA_DIR: dataDir,
     PUBLIC_URL: 'https://hopper.test',
+    // With SMTP_URL set, Hopper refuses to start while MAIL_FROM is at localhost (its default).
+    MAIL_FROM: 'Hopper <no-reply@hopper.test>',
     LOG_LEVEL: 'silent',
     PORT: '0',
     DATABASE_TIMEOUT: '10s',
@@ -87,7 +92,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;
-  const workers = options.workers ? await startWorkers({ database, config, queue, clock, log: logger }) : undefined;
+  const workers = options.workers
+    ? await startWorkers({
+        database,
+        config,
+        queue,
+        clock,
+        log: logger,
+        ...(options.dnsResolver ? { dnsResolver: options.dnsResolver } : {}),
+      })
+    : undefined;
   const app = await buildApp(config, { database, queue, clock, logger, https: options.https, snsFetch: options.snsFetch });
   await app.ready();
   return {

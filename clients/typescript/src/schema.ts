@@ -1828,6 +1828,20 @@ export interface components {
             text: string;
             /** @description An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office) */
             auto_reply: boolean;
+            /** @description SPF, DKIM and DMARC of the sender as the receiver found them; null for replies stored before Hopper checked */
+            authentication: {
+                /** @description pass, fail, softfail, neutral, none, temperror or permerror */
+                spf: string;
+                /** @description pass when one signature verifies; else the first signature’s result, or none */
+                dkim: string;
+                /** @description pass, fail (never forwarded), none (no policy), temperror or permerror */
+                dmarc: string;
+                from_domain: string | null;
+                /** @description The Authentication-Results value (RFC 8601) the forward carries */
+                results: string;
+            } | null;
+            /** @description Why the reply was not forwarded to the sender: dmarc_fail (its DMARC check failed: mail dressed as someone it is not, not counted as a reply either) or forward_limit (the reply address had reached INBOUND_FORWARDS_PER_DAY) */
+            held_reason: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z

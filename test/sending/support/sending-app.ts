@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import type { DeliveryRow } from '../../../src/db/schema.ts';
 import { createContact } from '../../contacts/fixtures.ts';
 import { asKey } from '../../support/client.ts';
-import { startTestApp, type TestApp } from '../../support/test-app.ts';
+import { startTestApp, type TestApp, type TestAppOptions } from '../../support/test-app.ts';
 import { type SmtpSink, startSmtpSink } from './smtp-sink.ts';
 import { waitFor } from './wait.ts';
 
@@ -25,9 +25,13 @@ export interface SendingApp {
 /** Real mail carries a postal address (CAN-SPAM): scheduling with SMTP_URL set needs one. */
 export const TEST_POSTAL_ADDRESS = '100 Main Street, Springfield, IL 62701';
 
-export async function startSendingApp(env: Record<string, string> = {}): Promise<SendingApp> {
+export async function startSendingApp(
+  env: Record<string, string> = {},
+  options: Pick<TestAppOptions, 'dnsResolver'> = {},
+): Promise<SendingApp> {
   const sink = await startSmtpSink();
   const t = await startTestApp({
+    ...options,
     workers: true,
     env: { SMTP_URL: sink.url, MAIL_POSTAL_ADDRESS: TEST_POSTAL_ADDRESS, SEND_RETRY_BASE: '200ms', SEND_LEASE: '2s', ...env },
   });

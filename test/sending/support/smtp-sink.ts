@@ -13,6 +13,10 @@ export interface SinkMessage {
   from: string;
   to: string[];
   raw: string;
+  /** The name the client gave in EHLO/HELO. */
+  helo: string;
+  /** Whether MAIL FROM declared SMTPUTF8. */
+  smtpUtf8: boolean;
   /** When the sink accepted it (Date.now()). */
   at: number;
 }
@@ -81,6 +85,8 @@ export async function startSmtpSink(initial: SinkBehaviour = {}): Promise<SmtpSi
             from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
             to: session.envelope.rcptTo.map((r) => r.address),
             raw,
+            helo: session.hostNameAppearsAs,
+            smtpUtf8: Boolean(session.envelope.mailFrom && (session.envelope.mailFrom.args as Record<string, unknown>).SMTPUTF8),
             at: Date.now(),
           });
           callback();
