@@ -23,8 +23,8 @@ import * as textSearchShortPendingList from './migrations/0020-text-search-short
 import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
-import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
 import * as replyAuthentication from './migrations/0026-reply-authentication.ts';
+import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -51,8 +51,8 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0021-contact-email-unique': contactEmailUnique,
   '0022-api-key-minter': apiKeyMinter,
   '0023-outcomes-and-suppressions': outcomesAndSuppressions,
-  '0027-provider-request-bodies': providerRequestBodies,
   '0026-reply-authentication': replyAuthentication,
+  '0027-provider-request-bodies': providerRequestBodies,
 };
 
 /**
