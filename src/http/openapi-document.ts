@@ -235,7 +235,7 @@ export function routeSchema(schema: Json | undefined, route: RouteInfo): Json {
 }
 
 /** The whole-document step (`transformObject`): everything else named above. */
-export function finishDocument(doc: Json): Json {
+export function finishDocument(doc: Json, options: { generatedCertificate?: string } = {}): Json {
   doc.components ??= {};
   const components: Json = doc.components;
   components.schemas ??= {};
@@ -323,7 +323,7 @@ export function finishDocument(doc: Json): Json {
         responses[code] = { $ref: `#/components/responses/${known.name}` };
       }
       op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
-      op['x-codeSamples'] = codeSamples(method, path, op, authenticated);
+      op['x-codeSamples'] = codeSamples(method, path, op, authenticated, options.generatedCertificate);
     }
   }
 
@@ -336,8 +336,12 @@ export function finishDocument(doc: Json): Json {
 /** The audio file of the upload samples: the one the README's walk-through makes (six seconds of WAV). */
 const AUDIO_FILE = 'open-house.wav';
 
-/** An operation's call in curl and with the typed client (Redoc shows `x-codeSamples` beside it). */
-function codeSamples(method: string, path: string, op: Json, authenticated: boolean): Json[] {
+/**
+ * An operation's call in curl and with the typed client (Redoc shows `x-codeSamples` beside it).
+ * While the server answers with the certificate it generated for itself, the curl line trusts that
+ * file by its absolute path, so that it runs as pasted from any directory.
+ */
+function codeSamples(method: string, path: string, op: Json, authenticated: boolean, certificate: string | undefined): Json[] {
   const parameters: Json[] = op.parameters ?? [];
   const pathParams = parameters.filter((p) => p.in === 'path').map((p) => p.name as string);
   const url = `$HOPPER_URL${path.replace(/\{(\w+)\}/g, '1')}`;
@@ -348,6 +352,7 @@ function codeSamples(method: string, path: string, op: Json, authenticated: bool
   const verb = method.toUpperCase();
 
   const curl = [`curl${verb === 'GET' ? '' : verb === 'HEAD' ? ' -I' : ` -X ${verb}`} "${url}"`];
+  if (certificate) curl.push(`--cacert ${shellWord(certificate)}`);
   if (authenticated) curl.push('-H "Authorization: Bearer $HOPPER_KEY"');
   if (type === 'application/json') curl.push("-H 'Content-Type: application/json'", `-d '${JSON.stringify(body)}'`);
   else if (type === 'multipart/form-data') curl.push(`-F file=@${AUDIO_FILE}`, '-F name=open-house');
@@ -386,6 +391,11 @@ function codeSamples(method: string, path: string, op: Json, authenticated: bool
   }
   samples.push({ lang: 'TypeScript', label: 'Typed client', source: lines.join('\n') });
   return samples;
+}
+
+/** A path as one shell word: bare when it holds nothing the shell reads, else single-quoted. */
+function shellWord(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 }
 
 /** Values that pass the rules of the fields they name, where a schema has no example. */

@@ -39,9 +39,50 @@ export interface paths {
         put?: never;
         /**
          * Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)
-         * @description The type is judged from the bytes; the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
+         * @deprecated
+         * @description Kept for existing clients; new code uses `/media/upload` or `/media/import`, which take one request type each. The type is judged from the bytes; the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
          */
         post: operations["createMedia"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/media/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a file (multipart/form-data)
+         * @description The form's `file` part is the file; its type is judged from its bytes, and the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413. One request type, so that client generators type it exactly; `POST /users/{user_id}/media/import` fetches a file from a URL instead.
+         */
+        post: operations["uploadMedia"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/media/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Have Hopper fetch a file from a URL (JSON with full_url)
+         * @description Hopper downloads `full_url` (http or https) and stores it as an upload would be stored: the type is judged from the bytes, and the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
+         */
+        post: operations["importMedia"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2286,6 +2327,108 @@ export interface operations {
         requestBody: {
             content: {
                 "multipart/form-data": components["schemas"]["MediaUpload"];
+                /**
+                 * @example {
+                 *       "full_url": "https://files.example.com/open-house.wav",
+                 *       "name": "open-house"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaFromUrl"];
+            };
+        };
+        responses: {
+            /** @description Created; `Location` is its URL */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Media"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    uploadMedia: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["MediaUpload"];
+            };
+        };
+        responses: {
+            /** @description Created; `Location` is its URL */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Media"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importMedia: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
                 /**
                  * @example {
                  *       "full_url": "https://files.example.com/open-house.wav",
