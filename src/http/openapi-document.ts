@@ -34,7 +34,12 @@ const TAGS: { name: string; description: string }[] = [
   { name: 'Users', description: 'Accounts, their roles and their teams.' },
   { name: 'Teams', description: 'Groups of users managed by a Team Administrator.' },
   { name: 'API keys', description: 'Bearer keys that authenticate API requests.' },
-  { name: 'Webhooks', description: 'Callbacks from email relays and voicemail providers, authenticated by their signatures.' },
+  { name: 'Webhooks', description: 'Endpoints of yours that Hopper posts signed events to (Standard Webhooks).' },
+  {
+    name: 'Provider callbacks',
+    description:
+      'Callbacks from email relays and voicemail providers under /v3/callbacks/, authenticated by their signatures or secret URLs (the first paths, under /v3/webhooks/, keep working).',
+  },
   { name: 'Tracking', description: 'Open and click tracking links and the unsubscribe page, reached by recipients.' },
   { name: 'System', description: 'Health of the service.' },
 ];
@@ -219,7 +224,7 @@ export function operationIdFor(method: string, path: string): string {
   let verb = action ?? VERBS[method] ?? method;
   if (!action && method === 'get' && !endsWithId) verb = 'list';
   if (!action && method === 'post' && endsWithId) verb = 'receive';
-  if (!action && method === 'post' && !endsWithId && nouns.length > 0 && path.startsWith('/v3/webhooks')) verb = 'receive';
+  if (!action && method === 'post' && !endsWithId && nouns.length > 0 && path.startsWith('/v3/callbacks')) verb = 'receive';
   // One item created in a collection; a receiver's last segment names its sender (`ses`), not a collection.
   if (verb === 'create' && !endsWithId) named[named.length - 1] = singular(named.at(-1) ?? '');
   if (!path.startsWith('/v3/')) named.unshift('public');

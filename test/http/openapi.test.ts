@@ -140,8 +140,14 @@ describe('OpenAPI document', () => {
     assert.equal(operationIdFor('delete', '/v3/api_keys/{id}'), 'deleteApiKey');
     assert.equal(operationIdFor('head', '/v3/media/{id}/download'), 'headDownloadMedia');
     assert.equal(operationIdFor('post', '/v3/users/{user_id}/webhooks'), 'createWebhook');
-    assert.equal(operationIdFor('post', '/v3/webhooks/ses'), 'receiveWebhookSes');
-    assert.equal(doc.paths['/v3/webhooks/ses'].post.operationId, 'receiveWebhookSes');
+    assert.equal(operationIdFor('post', '/v3/callbacks/ses'), 'receiveCallbackSes');
+    assert.equal(doc.paths['/v3/callbacks/ses'].post.operationId, 'receiveCallbackSes');
+    // The providers' first paths keep working, outside the document (no path there can be read as another).
+    assert.equal(doc.paths['/v3/webhooks/ses'], undefined);
+    assert.deepEqual(
+      Object.keys(doc.paths).filter((path) => path.startsWith('/v3/webhooks/')),
+      ['/v3/webhooks/{id}', '/v3/webhooks/{id}/rotate', '/v3/webhooks/{id}/test', '/v3/webhooks/{id}/deliveries'],
+    );
   });
 
   test('errors are application/problem+json with their headers; key-protected routes list 401, 403, 429 and 503', () => {
@@ -153,7 +159,7 @@ describe('OpenAPI document', () => {
         assert.ok(shared?.content['application/problem+json'], `${method} ${path} ${status} is problem+json`);
         assert.ok(shared.headers['X-Request-Id']);
       }
-      if (path.startsWith('/v3/') && !path.startsWith('/v3/webhooks')) {
+      if (path.startsWith('/v3/') && !path.startsWith('/v3/callbacks/')) {
         for (const status of ['401', '403', '404', '405', '429', '503'])
           assert.ok(op.responses[status], `${method} ${path} documents ${status}`);
       }

@@ -72,7 +72,7 @@ describe('Slybroadcast', () => {
         c_audio: 'wav',
         c_callerID: '7272329117',
         c_date: 'now',
-        c_dispo_url: `${app.publicUrl}/v3/webhooks/slybroadcast/${token}`,
+        c_dispo_url: `${app.publicUrl}/v3/callbacks/slybroadcast/${token}`,
       });
       assert.ok(submitted.audioBytes > 90_000, 'the gateway downloaded the audio from the public URL');
       const delivery = await deliveryTo(app.t, drop.id, submitted.fields.c_phone as string);

@@ -201,7 +201,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/sendgrid": {
+    "/v3/callbacks/sendgrid": {
         parameters: {
             query?: never;
             header?: never;
@@ -214,14 +214,14 @@ export interface paths {
          * SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates
          * @description SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates
          */
-        post: operations["receiveWebhookSendgrid"];
+        post: operations["receiveCallbackSendgrid"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/ses": {
+    "/v3/callbacks/ses": {
         parameters: {
             query?: never;
             header?: never;
@@ -234,14 +234,14 @@ export interface paths {
          * Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
          * @description Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
          */
-        post: operations["receiveWebhookSes"];
+        post: operations["receiveCallbackSes"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/postmark": {
+    "/v3/callbacks/postmark": {
         parameters: {
             query?: never;
             header?: never;
@@ -254,14 +254,14 @@ export interface paths {
          * Postmark's Bounce and SpamComplaint webhooks; HTTP basic credentials from POSTMARK_WEBHOOK_USER/PASSWORD
          * @description Postmark's Bounce and SpamComplaint webhooks; HTTP basic credentials from POSTMARK_WEBHOOK_USER/PASSWORD
          */
-        post: operations["receiveWebhookPostmark"];
+        post: operations["receiveCallbackPostmark"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/slybroadcast/{token}": {
+    "/v3/callbacks/slybroadcast/{token}": {
         parameters: {
             query?: never;
             header?: never;
@@ -274,14 +274,14 @@ export interface paths {
          * Slybroadcast disposition callback (form field `var`, one or more lines); answers OK
          * @description Slybroadcast disposition callback (form field `var`, one or more lines); answers OK
          */
-        post: operations["receiveWebhookSlybroadcast"];
+        post: operations["receiveCallbackSlybroadcast"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/dropcowboy": {
+    "/v3/callbacks/dropcowboy": {
         parameters: {
             query?: never;
             header?: never;
@@ -294,14 +294,14 @@ export interface paths {
          * Drop Cowboy's signed webhooks (contact.rvm.status, contact.rvm.receipt; X-Signature: sha256=HMAC(secret, X-Timestamp.body))
          * @description Drop Cowboy's signed webhooks (contact.rvm.status, contact.rvm.receipt; X-Signature: sha256=HMAC(secret, X-Timestamp.body))
          */
-        post: operations["receiveWebhookDropcowboy"];
+        post: operations["receiveCallbackDropcowboy"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/dropcowboy/callback/{token}": {
+    "/v3/callbacks/dropcowboy/callback/{token}": {
         parameters: {
             query?: never;
             header?: never;
@@ -314,7 +314,7 @@ export interface paths {
          * Drop Cowboy's per-send callback (unsigned; the token Hopper put in the drop's callback_url authenticates it)
          * @description Drop Cowboy's per-send callback (unsigned; the token Hopper put in the drop's callback_url authenticates it)
          */
-        post: operations["receiveWebhookDropcowboyCallback"];
+        post: operations["receiveCallbackDropcowboyCallback"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2875,7 +2875,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSendgrid: {
+    receiveCallbackSendgrid: {
         parameters: {
             query?: never;
             header?: never;
@@ -2907,7 +2907,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSes: {
+    receiveCallbackSes: {
         parameters: {
             query?: never;
             header?: never;
@@ -2939,7 +2939,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookPostmark: {
+    receiveCallbackPostmark: {
         parameters: {
             query?: never;
             header?: never;
@@ -2972,7 +2972,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSlybroadcast: {
+    receiveCallbackSlybroadcast: {
         parameters: {
             query?: never;
             header?: never;
@@ -3007,7 +3007,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookDropcowboy: {
+    receiveCallbackDropcowboy: {
         parameters: {
             query?: never;
             header?: never;
@@ -3039,7 +3039,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookDropcowboyCallback: {
+    receiveCallbackDropcowboyCallback: {
         parameters: {
             query?: never;
             header?: never;

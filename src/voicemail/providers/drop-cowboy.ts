@@ -143,7 +143,7 @@ export function dropCowboyAdapter(
         ...sender,
         ...audio,
         foreign_id: String(drop.deliveryId),
-        callback_url: `${publicUrl}/v3/webhooks/dropcowboy/callback/${submission.callback_token}`,
+        callback_url: `${publicUrl}/v3/callbacks/dropcowboy/callback/${submission.callback_token}`,
       };
       let reply: Awaited<ReturnType<typeof call>>;
       try {
