@@ -236,6 +236,10 @@ export function routeSchema(schema: Json | undefined, route: RouteInfo): Json {
   const result: Json = { ...(schema ?? {}) };
   const isPublic = !route.url.startsWith('/v3/') || route.config?.public === true;
   if (isPublic && !result.security) result.security = [];
+  if (result.documentedBody) {
+    result.body = result.documentedBody;
+    delete result.documentedBody;
+  }
   return result;
 }
 
@@ -272,14 +276,15 @@ export function finishDocument(doc: Json, options: { generatedCertificate?: stri
       for (const tag of op.tags ?? []) usedTags.add(tag);
       const authenticated = !(Array.isArray(op.security) && op.security.length === 0);
 
-      // Request bodies: the read-only fields WritableBody ignores (`{}`) are left out of the document.
+      // Request bodies: the read-only fields WritableBody ignores (`{}`) stay declared, marked readOnly (ignored when sent).
       const readOnly = new Set<string>();
       for (const media of Object.values(op.requestBody?.content ?? {}) as Json[]) {
         const properties: Json | undefined = media.schema?.properties;
         for (const [name, schema] of Object.entries(properties ?? {})) {
           if (schema && typeof schema === 'object' && Object.keys(schema).length === 0) {
             readOnly.add(name);
-            delete properties?.[name];
+            // Declared, so that what a read answers can be sent back as the server allows.
+            if (properties) properties[name] = { readOnly: true, description: 'Read-only: ignored when sent' };
           }
         }
         // A form read part by part declares no `type` (so the parsed body is not checked); it is an object all the same.
@@ -322,6 +327,13 @@ export function finishDocument(doc: Json, options: { generatedCertificate?: stri
         ...standardErrors(method, path, hasBody, authenticated),
       ]);
       for (const code of [...errorStatuses].sort()) {
+        // A page for people (the unsubscribe page's 404) keeps the content its route declares.
+        const own: Json | undefined = responses[code];
+        if (own?.content && Object.keys(own.content).every((type) => !type.includes('json'))) {
+          own.headers = { 'X-Request-Id': headerRef('X-Request-Id'), ...(own.headers ?? {}) };
+          if (!UNCOUNTED.has(code)) for (const name of RATE_LIMIT_HEADERS) own.headers[name] = headerRef(name);
+          continue;
+        }
         const known = ERROR_RESPONSES[code];
         if (!known) throw new Error(`${method.toUpperCase()} ${path} answers ${code}, which the document does not describe`);
         components.responses[known.name] ??= errorResponse(code, known);

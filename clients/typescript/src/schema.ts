@@ -1171,10 +1171,45 @@ export interface components {
             name?: string;
             /** @default audio */
             collection_name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly file_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly mime_type?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly size?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly readable_size?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly download_url?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         Success: {
             success: boolean;
         };
+        SendGridEvent: {
+            /** @description processed, delivered, deferred, bounce, dropped, open, click, spamreport, unsubscribe, … */
+            event: string;
+            email: string;
+            /** @description Unix seconds */
+            timestamp: number;
+            sg_event_id?: string;
+            sg_message_id?: string;
+            /** @description The unique argument Hopper set on the message (X-SMTPAPI) */
+            hopper_delivery_id?: string;
+            reason?: string;
+            status?: string;
+            type?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        SendGridEventBatch: components["schemas"]["SendGridEvent"][];
         EventReceipt: {
             /** @description New events (delivery events, voicemail outcomes), now counted */
             recorded: number;
@@ -1183,8 +1218,31 @@ export interface components {
             /** @description Events of unused kinds, malformed ones, or ones for deliveries or drops Hopper does not know */
             ignored: number;
         };
+        PostmarkRecord: {
+            /** @description Bounce or SpamComplaint (others are acknowledged and ignored) */
+            RecordType: string;
+            MessageID?: string;
+            /** @description HardBounce, SoftBounce, SpamComplaint, … */
+            Type?: string;
+            TypeCode?: number;
+            Email?: string;
+            BouncedAt?: string;
+            Description?: string;
+            Details?: string;
+            Metadata?: {
+                [key: string]: string;
+            };
+        } & {
+            [key: string]: unknown;
+        };
         TeamCreate: {
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         Team: {
             readonly id: number;
@@ -1270,6 +1328,20 @@ export interface components {
             postal_address?: string | null;
             /** @description Password for signing in to the web pages (/login); stored as a scrypt hash, never returned */
             password?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly status?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly cancelled_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         UserUpdate: {
             first_name?: string;
@@ -1292,6 +1364,20 @@ export interface components {
             postal_address?: string | null;
             /** @description Password for signing in to the web pages (/login); stored as a scrypt hash, never returned */
             password?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly status?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly cancelled_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         ApiKey: {
             id: number;
@@ -1317,6 +1403,16 @@ export interface components {
         };
         ApiKeyCreate: {
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly prefix?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_by?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly last_used_at?: unknown;
         };
         NewApiKey: {
             readonly id: number;
@@ -1416,6 +1512,22 @@ export interface components {
             status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
             /** @description Tag names; unknown names are created. On update, replaces every tag of the contact. */
             tags?: string[];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly email_suppression?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly phone_suppression?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         SuppressionLift: {
             /**
@@ -1481,10 +1593,26 @@ export interface components {
         TagCreate: {
             /** @description Unique per user, ignoring case */
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly contacts_count?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         TagUpdate: {
             /** @description Unique per user, ignoring case */
             name?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly contacts_count?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         Signature: {
             readonly id: number;
@@ -1516,11 +1644,27 @@ export interface components {
             name: string;
             /** @description Email HTML: tables, inline styles and images are kept; scripts, event handlers and forms are removed */
             body: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         SignatureUpdate: {
             name?: string;
             /** @description Email HTML: tables, inline styles and images are kept; scripts, event handlers and forms are removed */
             body?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedMessage: {
             readonly id: number;
@@ -1567,6 +1711,14 @@ export interface components {
             greeting_without_first_name?: string;
             closing?: string | null;
             ps_line?: string | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedMessageUpdate: {
             name?: string;
@@ -1581,6 +1733,14 @@ export interface components {
             greeting_without_first_name?: string;
             closing?: string | null;
             ps_line?: string | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         Recipient: {
             /** @enum {string} */
@@ -1676,6 +1836,7 @@ export interface components {
             description?: string | null;
             /** @description Saved or Scheduled; Cancelled stops a message that is Sending. Read: one of Saved, Scheduled, Sending, Sent, Failed, Cancelled */
             status?: string;
+            /** @description An explanation attached to the status. Writable, as the specification lists it among the body parameters; Hopper sets it itself when a drop fails or is held (and clears it when it goes on). */
             reason?: string | null;
             /** @enum {string} */
             send_type?: "Now" | "Future";
@@ -1685,6 +1846,22 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly media?: unknown;
         };
         VoicemailDropUpdate: {
             /**
@@ -1699,6 +1876,7 @@ export interface components {
             description?: string | null;
             /** @description Saved or Scheduled; Cancelled stops a message that is Sending. Read: one of Saved, Scheduled, Sending, Sent, Failed, Cancelled */
             status?: string;
+            /** @description An explanation attached to the status. Writable, as the specification lists it among the body parameters; Hopper sets it itself when a drop fails or is held (and clears it when it goes on). */
             reason?: string | null;
             /** @enum {string} */
             send_type?: "Now" | "Future";
@@ -1708,6 +1886,22 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly media?: unknown;
         };
         Delivery: {
             id: number;
@@ -1857,6 +2051,24 @@ export interface components {
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
             exclusions?: components["schemas"]["RecipientEntry"][] | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly text?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly source?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedEmailReply: {
             id: number;
@@ -1921,6 +2133,20 @@ export interface components {
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly disabled_reason?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly failing_since?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly previous_secret_expires_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         WebhookWithSecret: {
             readonly id: number;
@@ -1960,6 +2186,20 @@ export interface components {
             events?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly disabled_reason?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly failing_since?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly previous_secret_expires_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         /** @description The delivery of the test event, listed among the deliveries */
         WebhookTestQueued: {
@@ -2013,6 +2253,10 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
+        };
+        OneClickUnsubscribe: {
+            /** @enum {string} */
+            "List-Unsubscribe": "One-Click";
         };
     };
     responses: {
@@ -2826,7 +3070,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Found */
+            /** @description A transparent 1×1 GIF */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2837,7 +3081,9 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "image/gif": string;
+                };
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
@@ -2882,9 +3128,13 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendGridEventBatch"];
+            };
+        };
         responses: {
-            /** @description Found */
+            /** @description Done */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2946,9 +3196,13 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostmarkRecord"];
+            };
+        };
         responses: {
-            /** @description Found */
+            /** @description Done */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5471,7 +5725,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Found */
+            /** @description The page, in HTML */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5482,10 +5736,26 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
             400: components["responses"]["BadRequest"];
-            404: components["responses"]["NotFound"];
+            /** @description An HTML page saying the link is not valid (changed or incomplete) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -5499,9 +5769,24 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "List-Unsubscribe": "One-Click"
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": components["schemas"]["OneClickUnsubscribe"];
+                /**
+                 * @example {
+                 *       "List-Unsubscribe": "One-Click"
+                 *     }
+                 */
+                "multipart/form-data": components["schemas"]["OneClickUnsubscribe"];
+            };
+        };
         responses: {
-            /** @description Found */
+            /** @description The page, in HTML */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5512,11 +5797,29 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
             400: components["responses"]["BadRequest"];
-            404: components["responses"]["NotFound"];
+            /** @description An HTML page saying the link is not valid (changed or incomplete) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

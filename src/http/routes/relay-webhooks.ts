@@ -1,3 +1,4 @@
+import { Type } from 'typebox';
 import type { AppContext } from '../../app-context.ts';
 import { credentialsMatch, readPostmarkRecord } from '../../email/postmark-events.ts';
 import { checkSnsMessage, readSesNotification, type SnsFetch, snsUrl } from '../../email/ses-events.ts';
@@ -10,6 +11,21 @@ import { EventReceipt, problems } from '../schemas.ts';
 const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 const CERT_MAX_BYTES = 64 * 1024;
 
+/** One record of Postmark's Bounce or SpamComplaint webhook (postmarkapp.com developer docs): the fields Hopper reads; others pass. */
+const POSTMARK_RECORD = Type.Object(
+  {
+    RecordType: Type.String({ description: 'Bounce or SpamComplaint (others are acknowledged and ignored)' }),
+    MessageID: Type.Optional(Type.String()),
+    Type: Type.Optional(Type.String({ description: 'HardBounce, SoftBounce, SpamComplaint, …' })),
+    TypeCode: Type.Optional(Type.Integer()),
+    Email: Type.Optional(Type.String()),
+    BouncedAt: Type.Optional(Type.String()),
+    Description: Type.Optional(Type.String()),
+    Details: Type.Optional(Type.String()),
+    Metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
+  },
+  { title: 'PostmarkRecord', additionalProperties: true },
+);
 /** The default SNS fetcher: a GET with a time limit and a size limit. */
 const fetchFromSns: SnsFetch = async (url) => {
   const response = await fetch(url, { signal: AbortSignal.timeout(10_000), redirect: 'error' });
@@ -89,6 +105,7 @@ export async function relayWebhookRoutes(app: App, ctx: AppContext): Promise<voi
           hide: legacy,
           tags: CALLBACK_TAGS,
           summary: "Postmark's Bounce and SpamComplaint webhooks; HTTP basic credentials from POSTMARK_WEBHOOK_USER/PASSWORD",
+          documentedBody: { content: { 'application/json': { schema: POSTMARK_RECORD } } },
           response: { 200: EventReceipt, ...problems(400, 401, 403, 413, 415) },
         },
       },

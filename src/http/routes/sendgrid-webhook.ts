@@ -1,3 +1,4 @@
+import { Type } from 'typebox';
 import type { AppContext } from '../../app-context.ts';
 import { checkSignature, readSendgridBatch } from '../../email/sendgrid-events.ts';
 import { recordDeliveryEvents } from '../../sending/delivery-events.ts';
@@ -7,6 +8,22 @@ import { HttpError } from '../problems.ts';
 import { firstHeader, parseRawJson, readJsonRaw } from '../raw-body.ts';
 import { EventReceipt, problems } from '../schemas.ts';
 
+/** SendGrid's Event Webhook body (docs.sendgrid.com, "Event Webhook reference"): the fields Hopper reads; others pass. */
+const SENDGRID_EVENT = Type.Object(
+  {
+    event: Type.String({ description: 'processed, delivered, deferred, bounce, dropped, open, click, spamreport, unsubscribe, …' }),
+    email: Type.String(),
+    timestamp: Type.Integer({ description: 'Unix seconds' }),
+    sg_event_id: Type.Optional(Type.String()),
+    sg_message_id: Type.Optional(Type.String()),
+    hopper_delivery_id: Type.Optional(Type.String({ description: 'The unique argument Hopper set on the message (X-SMTPAPI)' })),
+    reason: Type.Optional(Type.String()),
+    status: Type.Optional(Type.String()),
+    type: Type.Optional(Type.String()),
+  },
+  { title: 'SendGridEvent', additionalProperties: true },
+);
+const SENDGRID_BATCH = Type.Array(SENDGRID_EVENT, { title: 'SendGridEventBatch', maxItems: 10_000 });
 /** SendGrid flushes at 768 KB per post; the margin covers larger custom arguments. */
 const WEBHOOK_BODY_LIMIT = 5 * 1024 * 1024;
 
@@ -32,6 +49,10 @@ export async function sendgridWebhookRoutes(app: App, ctx: AppContext): Promise<
           hide: legacy,
           tags: CALLBACK_TAGS,
           summary: "SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates",
+          documentedBody: {
+            description: 'The batch as SendGrid posts it, read raw: the signature covers its exact bytes.',
+            content: { 'application/json': { schema: SENDGRID_BATCH } },
+          },
           response: { 200: EventReceipt, ...problems(400, 403, 413, 415) },
         },
       },
