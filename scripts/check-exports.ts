@@ -10,7 +10,17 @@ import ts from 'typescript';
  * a module names one.
  */
 const ROOT = join(import.meta.dirname, '..');
-const SEARCHED = ['src', 'test', 'bench', 'scripts', 'clients/typescript/src', 'clients/typescript/test'];
+const SEARCHED = [
+  'src',
+  'test',
+  'bench',
+  'scripts',
+  'clients/typescript/src',
+  'clients/typescript/test',
+  'clients/cli/src',
+  'clients/cli/bin',
+  'clients/cli/test',
+];
 
 const kept = (file: string, name: string) => file === 'src/db/schema.ts' && name.endsWith('Table');
 

@@ -14,7 +14,7 @@ import { spec } from 'node:test/reporters';
  *
  * Arguments, if any, are the files or globs to run instead of all (`npm test -- test/contacts/*.test.ts`).
  */
-const ALL = ['test/**/*.test.ts', 'clients/typescript/test/*.test.ts'];
+const ALL = ['test/**/*.test.ts', 'clients/typescript/test/*.test.ts', 'clients/cli/test/*.test.ts'];
 const ALONE = [
   'test/db/outage.test.ts',
   'test/sending/crash.test.ts',

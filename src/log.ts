@@ -9,7 +9,7 @@ const API_KEY_IN_TEXT = /hop_[0-9A-Za-z]{46}/g;
  * place (`/v3/media/12/download`) is no secret and stays.
  */
 const TOKEN_IN_PATH =
-  /(\/(?:media|t\/o|t\/c|unsubscribe|webhooks\/slybroadcast|webhooks\/dropcowboy\/callback)\/)(?!\d+(?:[/?#]|$))[^/?#]+/g;
+  /(\/(?:media|t\/o|t\/c|unsubscribe|(?:webhooks|callbacks)\/slybroadcast|(?:webhooks|callbacks)\/dropcowboy\/callback)\/)(?!\d+(?:[/?#]|$))[^/?#]+/g;
 /** Query parameters whose values are secrets whatever they look like. */
 const SECRET_PARAM = /token|key|secret|password|signature|auth/i;
 

@@ -17,6 +17,14 @@ export type App = FastifyInstance<
 export type RoutePlugin = (app: App, ctx: AppContext) => Promise<void>;
 
 declare module 'fastify' {
+  interface FastifySchema {
+    /**
+     * A request body the document declares but Fastify does not check: bodies read raw (signed
+     * callbacks, whose signature covers the bytes) or not read at all (one-click forms). The
+     * OpenAPI step (openapi-document.ts, `routeSchema`) turns it into the operation's requestBody.
+     */
+    documentedBody?: { content: Record<string, { schema: unknown }>; description?: string };
+  }
   interface FastifyContextConfig {
     /** Reachable without an API key. */
     public?: boolean;

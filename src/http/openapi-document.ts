@@ -34,7 +34,12 @@ const TAGS: { name: string; description: string }[] = [
   { name: 'Users', description: 'Accounts, their roles and their teams.' },
   { name: 'Teams', description: 'Groups of users managed by a Team Administrator.' },
   { name: 'API keys', description: 'Bearer keys that authenticate API requests.' },
-  { name: 'Webhooks', description: 'Callbacks from email relays and voicemail providers, authenticated by their signatures.' },
+  { name: 'Webhooks', description: 'Endpoints of yours that Hopper posts signed events to (Standard Webhooks).' },
+  {
+    name: 'Provider callbacks',
+    description:
+      'Callbacks from email relays and voicemail providers under /v3/callbacks/, authenticated by their signatures or secret URLs (the first paths, under /v3/webhooks/, keep working).',
+  },
   { name: 'Tracking', description: 'Open and click tracking links and the unsubscribe page, reached by recipients.' },
   { name: 'System', description: 'Health of the service.' },
 ];
@@ -219,7 +224,7 @@ export function operationIdFor(method: string, path: string): string {
   let verb = action ?? VERBS[method] ?? method;
   if (!action && method === 'get' && !endsWithId) verb = 'list';
   if (!action && method === 'post' && endsWithId) verb = 'receive';
-  if (!action && method === 'post' && !endsWithId && nouns.length > 0 && path.startsWith('/v3/webhooks')) verb = 'receive';
+  if (!action && method === 'post' && !endsWithId && nouns.length > 0 && path.startsWith('/v3/callbacks')) verb = 'receive';
   // One item created in a collection; a receiver's last segment names its sender (`ses`), not a collection.
   if (verb === 'create' && !endsWithId) named[named.length - 1] = singular(named.at(-1) ?? '');
   if (!path.startsWith('/v3/')) named.unshift('public');
@@ -231,11 +236,15 @@ export function routeSchema(schema: Json | undefined, route: RouteInfo): Json {
   const result: Json = { ...(schema ?? {}) };
   const isPublic = !route.url.startsWith('/v3/') || route.config?.public === true;
   if (isPublic && !result.security) result.security = [];
+  if (result.documentedBody) {
+    result.body = result.documentedBody;
+    delete result.documentedBody;
+  }
   return result;
 }
 
 /** The whole-document step (`transformObject`): everything else named above. */
-export function finishDocument(doc: Json): Json {
+export function finishDocument(doc: Json, options: { generatedCertificate?: string } = {}): Json {
   doc.components ??= {};
   const components: Json = doc.components;
   components.schemas ??= {};
@@ -267,14 +276,15 @@ export function finishDocument(doc: Json): Json {
       for (const tag of op.tags ?? []) usedTags.add(tag);
       const authenticated = !(Array.isArray(op.security) && op.security.length === 0);
 
-      // Request bodies: the read-only fields WritableBody ignores (`{}`) are left out of the document.
+      // Request bodies: the read-only fields WritableBody ignores (`{}`) stay declared, marked readOnly (ignored when sent).
       const readOnly = new Set<string>();
       for (const media of Object.values(op.requestBody?.content ?? {}) as Json[]) {
         const properties: Json | undefined = media.schema?.properties;
         for (const [name, schema] of Object.entries(properties ?? {})) {
           if (schema && typeof schema === 'object' && Object.keys(schema).length === 0) {
             readOnly.add(name);
-            delete properties?.[name];
+            // Declared, so that what a read answers can be sent back as the server allows.
+            if (properties) properties[name] = { readOnly: true, description: 'Read-only: ignored when sent' };
           }
         }
         // A form read part by part declares no `type` (so the parsed body is not checked); it is an object all the same.
@@ -317,13 +327,20 @@ export function finishDocument(doc: Json): Json {
         ...standardErrors(method, path, hasBody, authenticated),
       ]);
       for (const code of [...errorStatuses].sort()) {
+        // A page for people (the unsubscribe page's 404) keeps the content its route declares.
+        const own: Json | undefined = responses[code];
+        if (own?.content && Object.keys(own.content).every((type) => !type.includes('json'))) {
+          own.headers = { 'X-Request-Id': headerRef('X-Request-Id'), ...(own.headers ?? {}) };
+          if (!UNCOUNTED.has(code)) for (const name of RATE_LIMIT_HEADERS) own.headers[name] = headerRef(name);
+          continue;
+        }
         const known = ERROR_RESPONSES[code];
         if (!known) throw new Error(`${method.toUpperCase()} ${path} answers ${code}, which the document does not describe`);
         components.responses[known.name] ??= errorResponse(code, known);
         responses[code] = { $ref: `#/components/responses/${known.name}` };
       }
       op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
-      op['x-codeSamples'] = codeSamples(method, path, op, authenticated);
+      op['x-codeSamples'] = codeSamples(method, path, op, authenticated, options.generatedCertificate);
     }
   }
 
@@ -336,8 +353,12 @@ export function finishDocument(doc: Json): Json {
 /** The audio file of the upload samples: the one the README's walk-through makes (six seconds of WAV). */
 const AUDIO_FILE = 'open-house.wav';
 
-/** An operation's call in curl and with the typed client (Redoc shows `x-codeSamples` beside it). */
-function codeSamples(method: string, path: string, op: Json, authenticated: boolean): Json[] {
+/**
+ * An operation's call in curl and with the typed client (Redoc shows `x-codeSamples` beside it).
+ * While the server answers with the certificate it generated for itself, the curl line trusts that
+ * file by its absolute path, so that it runs as pasted from any directory.
+ */
+function codeSamples(method: string, path: string, op: Json, authenticated: boolean, certificate: string | undefined): Json[] {
   const parameters: Json[] = op.parameters ?? [];
   const pathParams = parameters.filter((p) => p.in === 'path').map((p) => p.name as string);
   const url = `$HOPPER_URL${path.replace(/\{(\w+)\}/g, '1')}`;
@@ -348,6 +369,7 @@ function codeSamples(method: string, path: string, op: Json, authenticated: bool
   const verb = method.toUpperCase();
 
   const curl = [`curl${verb === 'GET' ? '' : verb === 'HEAD' ? ' -I' : ` -X ${verb}`} "${url}"`];
+  if (certificate) curl.push(`--cacert ${shellWord(certificate)}`);
   if (authenticated) curl.push('-H "Authorization: Bearer $HOPPER_KEY"');
   if (type === 'application/json') curl.push("-H 'Content-Type: application/json'", `-d '${JSON.stringify(body)}'`);
   else if (type === 'multipart/form-data') curl.push(`-F file=@${AUDIO_FILE}`, '-F name=open-house');
@@ -386,6 +408,11 @@ function codeSamples(method: string, path: string, op: Json, authenticated: bool
   }
   samples.push({ lang: 'TypeScript', label: 'Typed client', source: lines.join('\n') });
   return samples;
+}
+
+/** A path as one shell word: bare when it holds nothing the shell reads, else single-quoted. */
+function shellWord(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 }
 
 /** Values that pass the rules of the fields they name, where a schema has no example. */

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import swagger from '@fastify/swagger';
 import type { Config } from '../config.ts';
 import type { App } from './fastify-types.ts';
@@ -29,9 +30,22 @@ export async function registerOpenApi(app: App, config: Config): Promise<void> {
       security: [{ bearer: [] }],
     },
     transform: ({ schema, url, route }) => ({ schema: routeSchema(schema as never, route as RouteInfo) as never, url }),
-    transformObject: (documentObject) => finishDocument((documentObject as { openapiObject: object }).openapiObject) as never,
+    transformObject: (documentObject) =>
+      finishDocument((documentObject as { openapiObject: object }).openapiObject, {
+        generatedCertificate: generatedCertificate(config),
+      }) as never,
   });
   registerReferencePage(app);
+}
+
+/**
+ * The certificate Hopper made for itself (src/tls.ts), when it serves HTTPS with it: the reference
+ * page's curl samples trust it by its absolute path. Behind a proxy or with the operator's own
+ * certificate, no sample names a file.
+ */
+function generatedCertificate(config: Config): string | undefined {
+  if (config.trustProxy || config.tlsCertFile || !config.publicUrl.startsWith('https:')) return undefined;
+  return join(config.dataDir, 'tls', 'cert.pem');
 }
 
 /**

@@ -55,7 +55,13 @@ const fields = {
   name: Type.String({ minLength: 1, maxLength: 255 }),
   description: Nullable(Type.String({ maxLength: 4096 })),
   status: StatusField,
-  reason: Nullable(Type.String({ maxLength: 1024 })),
+  reason: Nullable(
+    Type.String({
+      maxLength: 1024,
+      description:
+        'An explanation attached to the status. Writable, as the specification lists it among the body parameters; Hopper sets it itself when a drop fails or is held (and clears it when it goes on).',
+    }),
+  ),
   send_type: SendType,
   send_at: SendAtField,
   recipients: RecipientList,

@@ -55,7 +55,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     adapters.set('Sandbox', sandboxAdapter(config, deps.queue.boss, clock));
   }
   if (config.slybroadcast) {
-    const dispositionUrl = async () => `${config.publicUrl}/v3/webhooks/slybroadcast/${await slybroadcastCallbackToken(db, clock)}`;
+    const dispositionUrl = async () => `${config.publicUrl}/v3/callbacks/slybroadcast/${await slybroadcastCallbackToken(db, clock)}`;
     adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
   }
   if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, clock, log));

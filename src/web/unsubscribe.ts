@@ -57,6 +57,18 @@ function sendUnsubscribePage(reply: FastifyReply, status: number, view: Unsubscr
 
 const TokenParams = Type.Object({ token: Type.String() });
 
+/** The pages are HTML for people, their 404 included (a link changed or cut short). */
+const page = (description: string) => ({ description, content: { 'text/html': { schema: Type.String() } } });
+const PAGE_RESPONSES = {
+  200: page('The page, in HTML'),
+  404: page('An HTML page saying the link is not valid (changed or incomplete)'),
+};
+/** What RFC 8058 one-click clients post; the signed URL alone decides, so it is accepted and not needed. */
+const ONE_CLICK = Type.Object(
+  { 'List-Unsubscribe': Type.Literal('One-Click') },
+  { title: 'OneClickUnsubscribe', examples: [{ 'List-Unsubscribe': 'One-Click' }] },
+);
+
 /**
  * The page behind every email's unsubscribe link, outside /v3, without a key, cookie or CSRF
  * token: the signed token in the URL is the only authority (email/tokens.ts). A scope of its own,
@@ -83,6 +95,7 @@ export async function unsubscribePages(app: App, { database: { db }, clock }: Ap
         summary: 'Unsubscribe confirmation page (does not unsubscribe by itself)',
         security: [],
         params: TokenParams,
+        response: PAGE_RESPONSES,
       },
     },
     async (request, reply) => {
@@ -104,6 +117,12 @@ export async function unsubscribePages(app: App, { database: { db }, clock }: Ap
         summary: 'One-click unsubscribe (RFC 8058): no key, cookie or CSRF token; the signed URL is the authority. Idempotent.',
         security: [],
         params: TokenParams,
+        documentedBody: {
+          description:
+            "The RFC 8058 form (`List-Unsubscribe=One-Click`); the page's button posts the same. Optional: the URL alone decides.",
+          content: { 'application/x-www-form-urlencoded': { schema: ONE_CLICK }, 'multipart/form-data': { schema: ONE_CLICK } },
+        },
+        response: PAGE_RESPONSES,
       },
     },
     async (request, reply) => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -10,27 +10,31 @@ import { freePort, type HopperProcess, startHopper, stopHopper } from '../sendin
 import { scriptOf, shellBlocks } from './shell-blocks.ts';
 
 /**
- * The README and docs/*.md run as written. A fresh Hopper is started as the README says
- * (`node src/main.ts`, embedded PGlite in a temporary DATA_DIR, a free PORT); then each file's
- * shell blocks run in order in one bash session of their own, `set -eo pipefail`, in a fresh
- * directory where that DATA_DIR is `data/` (so `--cacert data/tls/cert.pem` works as in the
- * README). README.md runs first, on the empty server; the other files after it, so they must not
- * assume ids or the absence of other rows (one server keeps the whole test near 30 s).
+ * The README and docs/*.md run as pasted. A fresh Hopper is started as the README says
+ * (`node src/main.ts`, embedded PGlite in a temporary DATA_DIR, a free PORT). Each file then runs
+ * in a bash session of its own, `set -eo pipefail`, in a fresh directory laid out like the
+ * reader's clone (`data/` is the server's DATA_DIR, `node_modules/` the repository's), with an
+ * environment that holds nothing a reader's fresh shell would not: PATH without any
+ * node_modules/.bin, HOME, LANG, TMPDIR. README.md runs first, on the empty server; the other
+ * files after it, so they must not assume ids or the absence of other rows.
  *
  * Conventions for writers:
  * - ```sh and ```bash blocks run; any other fence (```console, ```text, ```json, ```js, bare) is
  *   shown only. A block right after a `<!-- not run -->` line (a reason may follow:
  *   `<!-- not run: needs a Slybroadcast account -->`) is not run either.
+ * - The set-up a reader does by hand is a block right after a `<!-- set-up -->` line. It runs
+ *   with the two values a reader copies from the first start's output put in for this server's:
+ *   the printed base URL (`https://localhost:8443` in the docs) and the printed key (`hop_2Xq…`
+ *   or `hop_…`). Nothing else is provided: every variable, certificate and PATH entry a block
+ *   uses comes from a set-up block. Every file runs after the README's set-up blocks (the docs
+ *   say so at their top), then its own.
+ * - The README's set-up ends in `scratch/`, which git ignores: files the examples write (keys,
+ *   CSVs, audio) go there, and the test fails if any other file appears in the clone.
  * - Every HTTP answer must be 2xx, except where the text announces the status in a comment
  *   `# → NNN` at the end of the command or on the line right after it (`# → 404 later reads fail`).
  *   An announced status is checked exactly, 2xx included (`# → 201` must be a 201). `curl` is
  *   wrapped in the session to see each status (test/docs/prelude.sh), so this holds for `curl`
  *   written out as well as for helpers such as the README's `hcurl`.
- * - The session provides what a reader sets by hand from the first start's output: `HOPPER`
- *   (…/v3) and `KEY` (the printed Administrator key), and for the CLI `HOPPER_URL` (without /v3)
- *   and `HOPPER_KEY`, with node_modules/.bin on PATH. The server's self-signed certificate is
- *   trusted the way a real one is (CURL_CA_BUNDLE, NODE_EXTRA_CA_CERTS). So the block where the
- *   README sets HOPPER and KEY by hand is marked not run.
  * - Each file creates everything it uses and keeps ids in shell variables read from earlier
  *   answers (`ID=$(… | jq -r .id)`); e-mail addresses of users differ from file to file.
  */
@@ -85,6 +89,8 @@ let hopper: HopperProcess;
 let serverDir: string;
 let port: number;
 let key: string;
+/** The server's address as its first start printed it (`Base URL: https://localhost:PORT/v3`). */
+let origin: string;
 
 // One Hopper for the run, started as the README says; each file then runs in its own bash session
 // and working directory, README.md first, on the fresh server.
@@ -106,6 +112,9 @@ before(async () => {
   }
   assert.ok(found, `Hopper did not start and print its key:\n${hopper.output()}`);
   key = found;
+  const printed = /^Base URL: (https:\/\/\S+)\/v3$/m.exec(hopper.output())?.[1];
+  assert.ok(printed, `the first start prints the base URL:\n${hopper.output()}`);
+  origin = printed;
 });
 
 after(async () => {
@@ -113,47 +122,92 @@ after(async () => {
   await rm(serverDir, { recursive: true, force: true });
 });
 
+/** The values of the docs' set-up blocks that a reader replaces with those of their own first start. */
+const DOC_ORIGIN = 'https://localhost:8443';
+const DOC_KEYS = /hop_2Xq…|hop_…/g;
+
+/** A set-up block as this server's reader types it: the printed address and key in place of the docs' examples. */
+function adapted(text: string): string {
+  return text.replaceAll(DOC_ORIGIN, origin).replace(DOC_KEYS, key);
+}
+
+const README_SETUP = shellBlocks(readFileSync(join(ROOT, 'README.md'), 'utf8')).filter((block) => block.setup);
+
+/** A reader's PATH: the system's, without the node_modules/.bin that `npm test` put in front. */
+function readersPath(): string {
+  return (process.env.PATH ?? '/usr/bin:/bin')
+    .split(delimiter)
+    .filter((dir) => !dir.includes('node_modules'))
+    .join(delimiter);
+}
+
 /** Runs the shell blocks of `markdown` in a bash session of their own; the failures, '' if none. */
-async function runMarkdown(file: string, markdown: string): Promise<{ failures: string; output: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'hopper-doctest-run-'));
-  const cert = join(serverDir, 'data', 'tls', 'cert.pem');
+async function runMarkdown(file: string, markdown: string): Promise<{ failures: string; output: string; left: string[] }> {
+  // `clone` is the reader's checkout (where they ran npm start); `work` holds the doc-test's own files.
+  const clone = await mkdtemp(join(tmpdir(), 'hopper-doctest-clone-'));
+  const work = await mkdtemp(join(tmpdir(), 'hopper-doctest-run-'));
   try {
-    await symlink(join(serverDir, 'data'), join(dir, 'data'));
+    await symlink(join(serverDir, 'data'), join(clone, 'data'));
+    await symlink(join(ROOT, 'node_modules'), join(clone, 'node_modules'));
+    await mkdir(join(work, 'home'));
     const script: string[] = [`source ${JSON.stringify(PRELUDE)}`];
-    const origin: string[] = ['prelude'];
-    for (const block of shellBlocks(markdown)) {
-      script.push(`__doc_block ${JSON.stringify(`${file}:${block.line}`)}`);
-      origin.push(`${file}:${block.line}`);
+    const sources: string[] = ['prelude'];
+    const blocks = [
+      ...(file === 'README.md' ? [] : README_SETUP.map((block) => ({ block, from: 'README.md' }))),
+      ...shellBlocks(markdown).map((block) => ({ block, from: file })),
+    ];
+    for (const { block, from } of blocks) {
+      script.push(`__doc_block ${JSON.stringify(`${from}:${block.line}`)}`);
+      sources.push(`${from}:${block.line}`);
       scriptOf(block, (text, line) => {
-        script.push(text);
-        origin.push(`${file}:${line}`);
+        script.push(block.setup ? adapted(text) : text);
+        sources.push(`${from}:${line}`);
       });
     }
-    const scriptFile = join(dir, 'doc-test.sh');
+    const scriptFile = join(work, 'doc-test.sh');
     await writeFile(scriptFile, `${script.join('\n')}\n`);
-    const { PATH, HOME, LANG, TMPDIR } = process.env;
     const env = {
-      PATH: [join(ROOT, 'node_modules', '.bin'), PATH ?? '/usr/bin:/bin'].join(delimiter),
-      HOME: HOME ?? dir,
-      LANG: LANG ?? 'C.UTF-8',
-      TMPDIR: TMPDIR ?? tmpdir(),
-      DOCTEST_DIR: dir,
-      HOPPER: `https://localhost:${port}/v3`,
-      KEY: key,
-      HOPPER_URL: `https://localhost:${port}`,
-      HOPPER_KEY: key,
-      CURL_CA_BUNDLE: cert,
-      NODE_EXTRA_CA_CERTS: cert,
+      PATH: readersPath(),
+      HOME: join(work, 'home'),
+      LANG: process.env.LANG ?? 'C.UTF-8',
+      TMPDIR: process.env.TMPDIR ?? tmpdir(),
+      DOCTEST_DIR: work,
     };
-    const run = await runBash(scriptFile, dir, env, 50_000);
-    const recorded = existsSync(join(dir, 'failures')) ? await readFile(join(dir, 'failures'), 'utf8') : '';
+    const run = await runBash(scriptFile, clone, env, 50_000);
+    const recorded = existsSync(join(work, 'failures')) ? await readFile(join(work, 'failures'), 'utf8') : '';
     // "script line N" → the Markdown line it came from.
-    const failures = recorded.replace(/script line (\d+)/g, (_, n: string) => origin[Number(n) - 1] ?? `script line ${n}`);
-    return { failures: run.code === 0 ? failures : `${failures}exit ${run.code}`, output: run.output };
+    const failures = recorded.replace(/script line (\d+)/g, (_, n: string) => sources[Number(n) - 1] ?? `script line ${n}`);
+    const left = readdirSync(clone).filter((name) => !['data', 'node_modules', 'scratch'].includes(name));
+    return { failures: run.code === 0 ? failures : `${failures}exit ${run.code}`, output: run.output, left };
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await rm(clone, { recursive: true, force: true });
+    await rm(work, { recursive: true, force: true });
   }
 }
+
+test("the README's set-up sets what the docs use, with absolute certificate paths, and ends in an ignored scratch/", () => {
+  assert.ok(README_SETUP.length > 0, 'README.md has a block marked <!-- set-up -->');
+  const text = README_SETUP.flatMap((block) => block.lines).join('\n');
+  assert.ok(text.includes(DOC_ORIGIN), `the set-up names the address the first start prints (${DOC_ORIGIN})`);
+  assert.match(text, DOC_KEYS, 'the set-up names the key the first start prints');
+  for (const name of ['HOPPER', 'KEY', 'CURL_CA_BUNDLE', 'NODE_EXTRA_CA_CERTS']) assert.match(text, new RegExp(`export ${name}=`), name);
+  for (const line of text.split('\n').filter((l) => /cert\.pem/.test(l)))
+    assert.match(line, /"\$PWD\/data\/tls\/cert\.pem"|\$CURL_CA_BUNDLE/, line);
+  assert.match(text, /cd scratch/);
+  assert.match(readFileSync(join(ROOT, '.gitignore'), 'utf8'), /^\/scratch\/$/m);
+  for (const file of FILES) {
+    const markdown = readFileSync(join(ROOT, file), 'utf8');
+    // No block run or shown relies on the directory it is run from to find the certificate.
+    assert.doesNotMatch(
+      markdown,
+      /(?:--cacert|NODE_EXTRA_CA_CERTS=|CURL_CA_BUNDLE=)\s*["']?data\//,
+      `${file}: a relative certificate path`,
+    );
+    if (file !== 'README.md' && shellBlocks(markdown).length > 0) {
+      assert.match(markdown, /README\.md#set-up/, `${file} has runnable examples, so it points to the README's set-up`);
+    }
+  }
+});
 
 for (const file of FILES) {
   const markdown = readFileSync(join(ROOT, file), 'utf8');
@@ -162,8 +216,9 @@ for (const file of FILES) {
     continue;
   }
   test(`${file} runs as written`, { timeout: 60_000 }, async () => {
-    const { failures, output } = await runMarkdown(file, markdown);
+    const { failures, output, left } = await runMarkdown(file, markdown);
     assert.equal(failures, '', `${file} failed:\n${failures}\n--- output ---\n${output.slice(-6000)}`);
+    assert.deepEqual(left, [], `${file} left files outside scratch/`);
   });
 }
 

@@ -7,14 +7,23 @@ export interface ShellBlock {
   /** Line of the opening fence (1-based). */
   line: number;
   lines: string[];
+  /**
+   * Marked `<!-- set-up -->`: the lines a reader adapts to their own install (the address and key
+   * the first start printed). The doc-test runs it with those two values put in for its server's.
+   */
+  setup: boolean;
 }
 
 const RUN_INFO = new Set(['sh', 'bash']);
 const NOT_RUN = /^<!--\s*not run\b.*-->$/;
+const SET_UP = /^<!--\s*set-up\b.*-->$/;
 /** `# → 404` (a status, then anything): what the command that ends on, or just before, this line answers. */
 const ANNOUNCED = /(?:^|\s)#\s*→\s*(\d{3})\b/;
 
-/** The ```sh and ```bash blocks, in order, without those marked `<!-- not run -->` just above. */
+/**
+ * The ```sh and ```bash blocks, in order, without those marked `<!-- not run -->` just above;
+ * those marked `<!-- set-up -->` are flagged.
+ */
 export function shellBlocks(markdown: string): ShellBlock[] {
   const lines = markdown.split('\n');
   const blocks: ShellBlock[] = [];
@@ -26,8 +35,8 @@ export function shellBlocks(markdown: string): ShellBlock[] {
     for (i++; i < lines.length && !/^```\s*$/.test(lines[i] as string); i++) body.push(lines[i] as string);
     let before = start - 1;
     while (before >= 0 && (lines[before] as string).trim() === '') before--;
-    const marked = before >= 0 && NOT_RUN.test((lines[before] as string).trim());
-    if (RUN_INFO.has(open[1] ?? '') && !marked) blocks.push({ line: start + 1, lines: body });
+    const mark = before >= 0 ? (lines[before] as string).trim() : '';
+    if (RUN_INFO.has(open[1] ?? '') && !NOT_RUN.test(mark)) blocks.push({ line: start + 1, lines: body, setup: SET_UP.test(mark) });
   }
   return blocks;
 }

@@ -91,7 +91,7 @@ describe('SES and Postmark webhooks', () => {
   const postSns = (body: unknown, contentType = 'text/plain; charset=UTF-8') =>
     s.t.app.inject({
       method: 'POST',
-      url: '/v3/webhooks/ses',
+      url: '/v3/callbacks/ses',
       headers: { 'content-type': contentType },
       payload: typeof body === 'string' ? body : JSON.stringify(body),
     });

@@ -298,7 +298,7 @@ describe('SendGrid event webhook', () => {
 
   test('the route is in the OpenAPI document', async () => {
     const doc = await asKey(t.app, undefined).get('/v3/openapi.json');
-    assert.ok(doc.body.paths['/v3/webhooks/sendgrid']?.post);
+    assert.ok(doc.body.paths['/v3/callbacks/sendgrid']?.post);
   });
 });
 

@@ -187,6 +187,13 @@ describe('secrets stay out of the log', () => {
       'var=x',
     );
     await request('POST', `/v3/webhooks/dropcowboy/callback/${dropCowboyToken}`, { 'content-type': 'application/json' }, '{}');
+    await request(
+      'POST',
+      `/v3/callbacks/slybroadcast/${slybroadcastToken}`,
+      { 'content-type': 'application/x-www-form-urlencoded' },
+      'var=x',
+    );
+    await request('POST', `/v3/callbacks/dropcowboy/callback/${dropCowboyToken}`, { 'content-type': 'application/json' }, '{}');
     await request('GET', `/v3/users?${key}=1`, auth);
     await request('GET', `/v3/users?email=${key}`, auth);
     await request('GET', `/v3/users?api_key=secret-value-123`, auth);
@@ -196,6 +203,8 @@ describe('secrets stay out of the log', () => {
     await request('GET', '/v3/users', { 'x-api-key': key, 'x-request-id': 'secret-check' });
     assert.ok(logged.includes('/v3/media/[redacted]/voice.wav'), 'the media request was logged, redacted');
     assert.ok(logged.includes('/v3/webhooks/dropcowboy/callback/[redacted]'), 'the callback was logged, redacted');
+    assert.ok(logged.includes('/v3/callbacks/dropcowboy/callback/[redacted]'), 'the callback at its new path was logged, redacted');
+    assert.ok(logged.includes('/v3/callbacks/slybroadcast/[redacted]'), 'the disposition at its new path was logged, redacted');
     for (const secret of [
       mediaToken,
       unsubscribeToken,

@@ -94,7 +94,7 @@ export async function postWebhook(
   headers: Record<string, string> = {},
 ): Promise<Reply> {
   const body = typeof batch === 'string' ? batch : JSON.stringify(batch);
-  return asKey(t.app, undefined).post('/v3/webhooks/sendgrid', body, {
+  return asKey(t.app, undefined).post('/v3/callbacks/sendgrid', body, {
     'content-type': 'application/json',
     ...(privateKey ? signedHeaders(privateKey, body) : {}),
     ...headers,

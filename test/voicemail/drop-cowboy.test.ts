@@ -142,7 +142,7 @@ describe('Drop Cowboy', () => {
       const dropId = phone <= '7272329202' ? drops.webhook.id : phone <= '7272329204' ? drops.callback.id : drops.both.id;
       const delivery = await deliveryTo(app.t, dropId, phone);
       const queued = dc.dropTo(`+1${phone}`);
-      const token = /\/v3\/webhooks\/dropcowboy\/callback\/([\w-]{32})$/.exec(queued.body.callback_url as string)?.[1];
+      const token = /\/v3\/callbacks\/dropcowboy\/callback\/([\w-]{32})$/.exec(queued.body.callback_url as string)?.[1];
       assert.ok(token, queued.body.callback_url);
       tokens.add(token);
       assert.deepEqual(queued.body, {
@@ -150,7 +150,7 @@ describe('Drop Cowboy', () => {
         phone_line_id: PHONE_LINE_ID,
         media_id: dc.imports[0]?.mediaId,
         foreign_id: String(delivery.id),
-        callback_url: `${app.publicUrl}/v3/webhooks/dropcowboy/callback/${token}`,
+        callback_url: `${app.publicUrl}/v3/callbacks/dropcowboy/callback/${token}`,
       });
       assert.equal(delivery.provider_message_id, queued.messageId);
       assert.match(queued.idempotencyKey, UUID_V4);
@@ -542,7 +542,7 @@ describe('Drop Cowboy', () => {
       assert.equal(reply.status, 403, JSON.stringify(overrides));
       assert.equal(reply.json.type.endsWith('/problems/invalid_signature'), true);
     }
-    const unsigned = await postHttps(`${app.publicUrl}/v3/webhooks/dropcowboy`, '{}', { 'content-type': 'application/json' }, app.ca);
+    const unsigned = await postHttps(`${app.publicUrl}/v3/callbacks/dropcowboy`, '{}', { 'content-type': 'application/json' }, app.ca);
     assert.equal(unsigned.status, 403);
     for (const raw of ['[]', 'not json', '{"event_id":"4f8c2e1a-7b3d-4a9e-8c6f-2d1e5b7a9c34"}', '"text"']) {
       const reply = await dc.webhook(app.publicUrl, target, 'contact.rvm.status', outcome, { raw });

@@ -72,7 +72,7 @@ describe('Slybroadcast', () => {
         c_audio: 'wav',
         c_callerID: '7272329117',
         c_date: 'now',
-        c_dispo_url: `${app.publicUrl}/v3/webhooks/slybroadcast/${token}`,
+        c_dispo_url: `${app.publicUrl}/v3/callbacks/slybroadcast/${token}`,
         // SLYBROADCAST_MOBILE_ONLY is on by default: Slybroadcast removes landlines itself.
         mobile_only: '1',
       });

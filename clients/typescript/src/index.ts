@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import createClient, { type Client } from 'openapi-fetch';
-import type { components, paths } from './schema.ts';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+// A type-only import, erased at run time: `.js` names the built file that the declarations sit beside.
+import type { components, paths } from './schema.js';
 
 /**
  * The typed client of Hopper's /v3 API: `schema.ts` is generated from the served OpenAPI document
@@ -153,4 +155,37 @@ function delay(response: Response | undefined, attempt: number, backoffMs: numbe
     if (Number.isFinite(ms)) return Math.min(Math.max(ms, 0), 60_000);
   }
   return backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+}
+
+/** One event Hopper posts to a registered webhook endpoint (docs/webhooks.md lists the types). */
+export interface WebhookEvent {
+  /** `templated_email.sent`, `delivery.bounced`, `contact.unsubscribed`, … */
+  type: string;
+  /** When it happened (ISO 8601). */
+  timestamp: string;
+  /** The resource as the API reads it at that moment. */
+  data: { id: number; [field: string]: unknown };
+}
+
+/**
+ * Checks a post of Hopper's webhooks (Standard Webhooks: `webhook-id`, `webhook-timestamp`,
+ * `webhook-signature`) against the endpoint's `whsec_…` secret, and returns its event. Throws when
+ * the signature does not match or the timestamp is more than 5 minutes away. `body` is the raw
+ * body as received, before any JSON parsing.
+ */
+export function verifyWebhook(
+  secret: string,
+  body: string | Uint8Array,
+  headers: Record<string, string | string[] | undefined> | Headers,
+): WebhookEvent {
+  const get = (name: string): string => {
+    const value = headers instanceof Headers ? headers.get(name) : headers[name];
+    return (Array.isArray(value) ? value[0] : value) ?? '';
+  };
+  const signed = {
+    'webhook-id': get('webhook-id'),
+    'webhook-timestamp': get('webhook-timestamp'),
+    'webhook-signature': get('webhook-signature'),
+  };
+  return new StandardWebhook(secret).verify(typeof body === 'string' ? body : new TextDecoder().decode(body), signed) as WebhookEvent;
 }

@@ -39,9 +39,50 @@ export interface paths {
         put?: never;
         /**
          * Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)
-         * @description The type is judged from the bytes; the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
+         * @deprecated
+         * @description Kept for existing clients; new code uses `/media/upload` or `/media/import`, which take one request type each. The type is judged from the bytes; the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
          */
         post: operations["createMedia"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/media/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a file (multipart/form-data)
+         * @description The form's `file` part is the file; its type is judged from its bytes, and the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413. One request type, so that client generators type it exactly; `POST /users/{user_id}/media/import` fetches a file from a URL instead.
+         */
+        post: operations["uploadMedia"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/media/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Have Hopper fetch a file from a URL (JSON with full_url)
+         * @description Hopper downloads `full_url` (http or https) and stores it as an upload would be stored: the type is judged from the bytes, and the `audio` collection (the default) takes audio only. Files over 20.00 MB are refused with 413.
+         */
+        post: operations["importMedia"];
         delete?: never;
         options?: never;
         head?: never;
@@ -160,7 +201,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/sendgrid": {
+    "/v3/callbacks/sendgrid": {
         parameters: {
             query?: never;
             header?: never;
@@ -173,14 +214,14 @@ export interface paths {
          * SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates
          * @description SendGrid's signed Event Webhook (a JSON array of events); no API key, the signature authenticates
          */
-        post: operations["receiveWebhookSendgrid"];
+        post: operations["receiveCallbackSendgrid"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/ses": {
+    "/v3/callbacks/ses": {
         parameters: {
             query?: never;
             header?: never;
@@ -193,14 +234,14 @@ export interface paths {
          * Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
          * @description Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
          */
-        post: operations["receiveWebhookSes"];
+        post: operations["receiveCallbackSes"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/postmark": {
+    "/v3/callbacks/postmark": {
         parameters: {
             query?: never;
             header?: never;
@@ -213,14 +254,14 @@ export interface paths {
          * Postmark's Bounce and SpamComplaint webhooks; HTTP basic credentials from POSTMARK_WEBHOOK_USER/PASSWORD
          * @description Postmark's Bounce and SpamComplaint webhooks; HTTP basic credentials from POSTMARK_WEBHOOK_USER/PASSWORD
          */
-        post: operations["receiveWebhookPostmark"];
+        post: operations["receiveCallbackPostmark"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/slybroadcast/{token}": {
+    "/v3/callbacks/slybroadcast/{token}": {
         parameters: {
             query?: never;
             header?: never;
@@ -233,14 +274,14 @@ export interface paths {
          * Slybroadcast disposition callback (form field `var`, one or more lines); answers OK
          * @description Slybroadcast disposition callback (form field `var`, one or more lines); answers OK
          */
-        post: operations["receiveWebhookSlybroadcast"];
+        post: operations["receiveCallbackSlybroadcast"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/dropcowboy": {
+    "/v3/callbacks/dropcowboy": {
         parameters: {
             query?: never;
             header?: never;
@@ -253,14 +294,14 @@ export interface paths {
          * Drop Cowboy's signed webhooks (contact.rvm.status, contact.rvm.receipt; X-Signature: sha256=HMAC(secret, X-Timestamp.body))
          * @description Drop Cowboy's signed webhooks (contact.rvm.status, contact.rvm.receipt; X-Signature: sha256=HMAC(secret, X-Timestamp.body))
          */
-        post: operations["receiveWebhookDropcowboy"];
+        post: operations["receiveCallbackDropcowboy"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v3/webhooks/dropcowboy/callback/{token}": {
+    "/v3/callbacks/dropcowboy/callback/{token}": {
         parameters: {
             query?: never;
             header?: never;
@@ -273,7 +314,7 @@ export interface paths {
          * Drop Cowboy's per-send callback (unsigned; the token Hopper put in the drop's callback_url authenticates it)
          * @description Drop Cowboy's per-send callback (unsigned; the token Hopper put in the drop's callback_url authenticates it)
          */
-        post: operations["receiveWebhookDropcowboyCallback"];
+        post: operations["receiveCallbackDropcowboyCallback"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1130,10 +1171,45 @@ export interface components {
             name?: string;
             /** @default audio */
             collection_name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly file_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly mime_type?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly size?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly readable_size?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly download_url?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         Success: {
             success: boolean;
         };
+        SendGridEvent: {
+            /** @description processed, delivered, deferred, bounce, dropped, open, click, spamreport, unsubscribe, … */
+            event: string;
+            email: string;
+            /** @description Unix seconds */
+            timestamp: number;
+            sg_event_id?: string;
+            sg_message_id?: string;
+            /** @description The unique argument Hopper set on the message (X-SMTPAPI) */
+            hopper_delivery_id?: string;
+            reason?: string;
+            status?: string;
+            type?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        SendGridEventBatch: components["schemas"]["SendGridEvent"][];
         EventReceipt: {
             /** @description New events (delivery events, voicemail outcomes), now counted */
             recorded: number;
@@ -1142,8 +1218,31 @@ export interface components {
             /** @description Events of unused kinds, malformed ones, or ones for deliveries or drops Hopper does not know */
             ignored: number;
         };
+        PostmarkRecord: {
+            /** @description Bounce or SpamComplaint (others are acknowledged and ignored) */
+            RecordType: string;
+            MessageID?: string;
+            /** @description HardBounce, SoftBounce, SpamComplaint, … */
+            Type?: string;
+            TypeCode?: number;
+            Email?: string;
+            BouncedAt?: string;
+            Description?: string;
+            Details?: string;
+            Metadata?: {
+                [key: string]: string;
+            };
+        } & {
+            [key: string]: unknown;
+        };
         TeamCreate: {
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         Team: {
             readonly id: number;
@@ -1229,6 +1328,20 @@ export interface components {
             postal_address?: string | null;
             /** @description Password for signing in to the web pages (/login); stored as a scrypt hash, never returned */
             password?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly status?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly cancelled_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         UserUpdate: {
             first_name?: string;
@@ -1251,6 +1364,20 @@ export interface components {
             postal_address?: string | null;
             /** @description Password for signing in to the web pages (/login); stored as a scrypt hash, never returned */
             password?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly status?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly cancelled_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         ApiKey: {
             id: number;
@@ -1276,6 +1403,16 @@ export interface components {
         };
         ApiKeyCreate: {
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly prefix?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_by?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly last_used_at?: unknown;
         };
         NewApiKey: {
             readonly id: number;
@@ -1375,6 +1512,22 @@ export interface components {
             status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
             /** @description Tag names; unknown names are created. On update, replaces every tag of the contact. */
             tags?: string[];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly full_name?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly email_suppression?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly phone_suppression?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         SuppressionLift: {
             /**
@@ -1440,10 +1593,26 @@ export interface components {
         TagCreate: {
             /** @description Unique per user, ignoring case */
             name: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly contacts_count?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         TagUpdate: {
             /** @description Unique per user, ignoring case */
             name?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly contacts_count?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         Signature: {
             readonly id: number;
@@ -1475,11 +1644,27 @@ export interface components {
             name: string;
             /** @description Email HTML: tables, inline styles and images are kept; scripts, event handlers and forms are removed */
             body: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         SignatureUpdate: {
             name?: string;
             /** @description Email HTML: tables, inline styles and images are kept; scripts, event handlers and forms are removed */
             body?: string;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedMessage: {
             readonly id: number;
@@ -1526,6 +1711,14 @@ export interface components {
             greeting_without_first_name?: string;
             closing?: string | null;
             ps_line?: string | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedMessageUpdate: {
             name?: string;
@@ -1540,6 +1733,14 @@ export interface components {
             greeting_without_first_name?: string;
             closing?: string | null;
             ps_line?: string | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         Recipient: {
             /** @enum {string} */
@@ -1635,6 +1836,7 @@ export interface components {
             description?: string | null;
             /** @description Saved or Scheduled; Cancelled stops a message that is Sending. Read: one of Saved, Scheduled, Sending, Sent, Failed, Cancelled */
             status?: string;
+            /** @description An explanation attached to the status. Writable, as the specification lists it among the body parameters; Hopper sets it itself when a drop fails or is held (and clears it when it goes on). */
             reason?: string | null;
             /** @enum {string} */
             send_type?: "Now" | "Future";
@@ -1644,6 +1846,22 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly media?: unknown;
         };
         VoicemailDropUpdate: {
             /**
@@ -1658,6 +1876,7 @@ export interface components {
             description?: string | null;
             /** @description Saved or Scheduled; Cancelled stops a message that is Sending. Read: one of Saved, Scheduled, Sending, Sent, Failed, Cancelled */
             status?: string;
+            /** @description An explanation attached to the status. Writable, as the specification lists it among the body parameters; Hopper sets it itself when a drop fails or is held (and clears it when it goes on). */
             reason?: string | null;
             /** @enum {string} */
             send_type?: "Now" | "Future";
@@ -1667,6 +1886,22 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly media?: unknown;
         };
         Delivery: {
             id: number;
@@ -1816,6 +2051,24 @@ export interface components {
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
             exclusions?: components["schemas"]["RecipientEntry"][] | null;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly text?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sent_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly source?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly reporting?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly deleted_at?: unknown;
         };
         TemplatedEmailReply: {
             id: number;
@@ -1894,6 +2147,20 @@ export interface components {
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly disabled_reason?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly failing_since?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly previous_secret_expires_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         WebhookWithSecret: {
             readonly id: number;
@@ -1933,6 +2200,20 @@ export interface components {
             events?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /** @description Read-only: ignored when sent */
+            readonly id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly user_id?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly disabled_reason?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly failing_since?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly previous_secret_expires_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly created_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly updated_at?: unknown;
         };
         /** @description The delivery of the test event, listed among the deliveries */
         WebhookTestQueued: {
@@ -1986,6 +2267,10 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
+        };
+        OneClickUnsubscribe: {
+            /** @enum {string} */
+            "List-Unsubscribe": "One-Click";
         };
     };
     responses: {
@@ -2300,6 +2585,108 @@ export interface operations {
         requestBody: {
             content: {
                 "multipart/form-data": components["schemas"]["MediaUpload"];
+                /**
+                 * @example {
+                 *       "full_url": "https://files.example.com/open-house.wav",
+                 *       "name": "open-house"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaFromUrl"];
+            };
+        };
+        responses: {
+            /** @description Created; `Location` is its URL */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Media"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    uploadMedia: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["MediaUpload"];
+            };
+        };
+        responses: {
+            /** @description Created; `Location` is its URL */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Media"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importMedia: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
                 /**
                  * @example {
                  *       "full_url": "https://files.example.com/open-house.wav",
@@ -2697,7 +3084,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Found */
+            /** @description A transparent 1×1 GIF */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2708,7 +3095,9 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "image/gif": string;
+                };
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
@@ -2746,7 +3135,43 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSendgrid: {
+    receiveCallbackSendgrid: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendGridEventBatch"];
+            };
+        };
+        responses: {
+            /** @description Done */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventReceipt"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    receiveCallbackSes: {
         parameters: {
             query?: never;
             header?: never;
@@ -2778,48 +3203,20 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSes: {
+    receiveCallbackPostmark: {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
-        responses: {
-            /** @description Found */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EventReceipt"];
-                };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostmarkRecord"];
             };
-            400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
-            405: components["responses"]["MethodNotAllowed"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            503: components["responses"]["ServiceUnavailable"];
         };
-    };
-    receiveWebhookPostmark: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
         responses: {
-            /** @description Found */
+            /** @description Done */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2843,7 +3240,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookSlybroadcast: {
+    receiveCallbackSlybroadcast: {
         parameters: {
             query?: never;
             header?: never;
@@ -2878,7 +3275,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookDropcowboy: {
+    receiveCallbackDropcowboy: {
         parameters: {
             query?: never;
             header?: never;
@@ -2910,7 +3307,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    receiveWebhookDropcowboyCallback: {
+    receiveCallbackDropcowboyCallback: {
         parameters: {
             query?: never;
             header?: never;
@@ -5342,7 +5739,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Found */
+            /** @description The page, in HTML */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5353,10 +5750,26 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
             400: components["responses"]["BadRequest"];
-            404: components["responses"]["NotFound"];
+            /** @description An HTML page saying the link is not valid (changed or incomplete) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -5370,9 +5783,24 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "List-Unsubscribe": "One-Click"
+                 *     }
+                 */
+                "application/x-www-form-urlencoded": components["schemas"]["OneClickUnsubscribe"];
+                /**
+                 * @example {
+                 *       "List-Unsubscribe": "One-Click"
+                 *     }
+                 */
+                "multipart/form-data": components["schemas"]["OneClickUnsubscribe"];
+            };
+        };
         responses: {
-            /** @description Found */
+            /** @description The page, in HTML */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5383,11 +5811,29 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/html": string;
+                };
             };
             400: components["responses"]["BadRequest"];
-            404: components["responses"]["NotFound"];
+            /** @description An HTML page saying the link is not valid (changed or incomplete) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

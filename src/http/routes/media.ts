@@ -119,14 +119,77 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
     },
   );
 
+  /** A multipart upload: refuses a body that cannot fit before reading any of it. */
+  const upload = (request: FastifyRequest, userId: number): Promise<MediaRow> => {
+    if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
+      throw mediaRejected('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
+    }
+    return createFromUpload(request, intake, userId);
+  };
+  const created = (reply: FastifyReply, row: MediaRow) =>
+    reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
+  const sizeNote = `Files over ${readableSize(config.mediaMaxBytes)} are refused with 413.`;
+
+  app.post(
+    '/v3/users/:user_id/media/upload',
+    {
+      config: { owner: 'user_id' },
+      schema: {
+        tags,
+        operationId: 'uploadMedia',
+        summary: 'Upload a file (multipart/form-data)',
+        description: `The form's \`file\` part is the file; its type is judged from its bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote} One request type, so that client generators type it exactly; \`POST /users/{user_id}/media/import\` fetches a file from a URL instead.`,
+        params: UserIdParams,
+        body: { content: { 'multipart/form-data': { schema: UploadForm } } },
+        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      if (!request.isMultipart()) {
+        throw new HttpError(
+          'unsupported_media_type',
+          'Send the file as multipart/form-data, in a part named file (to have Hopper fetch a URL, POST JSON with full_url to /media/import).',
+        );
+      }
+      return created(reply, await upload(request, request.owner.id));
+    },
+  );
+
+  app.post(
+    '/v3/users/:user_id/media/import',
+    {
+      config: { owner: 'user_id' },
+      schema: {
+        tags,
+        operationId: 'importMedia',
+        summary: 'Have Hopper fetch a file from a URL (JSON with full_url)',
+        description: `Hopper downloads \`full_url\` (http or https) and stores it as an upload would be stored: the type is judged from the bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
+        params: UserIdParams,
+        body: { content: { 'application/json': { schema: UrlBody } } },
+        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      if (request.isMultipart()) {
+        throw new HttpError(
+          'unsupported_media_type',
+          'Send JSON with full_url (Content-Type: application/json); to upload a file as multipart/form-data, POST it to /media/upload.',
+        );
+      }
+      return created(reply, await createFromUrl(request.body as Static<typeof UrlBody>, intake, request.owner.id, config));
+    },
+  );
+
   app.post(
     '/v3/users/:user_id/media',
     {
       config: { owner: 'user_id' },
       schema: {
         tags,
+        operationId: 'createMedia',
+        deprecated: true,
         summary: 'Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)',
-        description: `The type is judged from the bytes; the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. Files over ${readableSize(config.mediaMaxBytes)} are refused with 413.`,
+        description: `Kept for existing clients; new code uses \`/media/upload\` or \`/media/import\`, which take one request type each. The type is judged from the bytes; the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
         params: UserIdParams,
         body: { content: { 'multipart/form-data': { schema: UploadForm }, 'application/json': { schema: UrlBody } } },
         response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
@@ -136,17 +199,13 @@ export async function mediaRoutes(app: App, { database: { db }, config, clock }:
       const user = request.owner;
       let row: MediaRow;
       if (request.isMultipart()) {
-        // Refuse a body that cannot fit before reading any of it.
-        if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
-          throw mediaRejected('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
-        }
-        row = await createFromUpload(request, intake, user.id);
+        row = await upload(request, user.id);
       } else if (request.body === undefined) {
         throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
       } else {
         row = await createFromUrl(request.body as Static<typeof UrlBody>, intake, user.id, config);
       }
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
+      return created(reply, row);
     },
   );
 

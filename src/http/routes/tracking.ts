@@ -34,6 +34,12 @@ export async function trackingRoutes(app: App, { database: { db }, clock }: AppC
         summary: 'Open-tracking pixel of an email (a 1×1 GIF, whatever the token)',
         security: [],
         params: TokenParams,
+        response: {
+          200: {
+            description: 'A transparent 1×1 GIF',
+            content: { 'image/gif': { schema: Type.Unsafe<Buffer>({ type: 'string', format: 'binary' }) } },
+          },
+        },
       },
     },
     async (request, reply) => {

@@ -184,7 +184,7 @@ export function dropCowboyAdapter(
       ...sender,
       ...audio,
       foreign_id: String(drop.deliveryId),
-      callback_url: `${publicUrl}/v3/webhooks/dropcowboy/callback/${callbackToken}`,
+      callback_url: `${publicUrl}/v3/callbacks/dropcowboy/callback/${callbackToken}`,
     });
     // Two processes trying the same delivery at once keep one body: the first stored.
     return freezeRequestBody(db, drop.deliveryId, body);

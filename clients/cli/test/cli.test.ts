@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startTestApp, type TestApp } from '../../../test/support/test-app.ts';
-import { createHopper, type Hopper, unwrap } from '../src/index.ts';
+import { createHopper, type Hopper, unwrap } from '../../typescript/src/index.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(import.meta.dirname, '..', 'bin', 'hopper.ts');

@@ -1,5 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { createHopper, type Hopper, unwrap } from '../index.ts';
+import { createHopper, type Hopper, unwrap } from '../../typescript/src/index.ts';
 import { defaultErrorsPath, importContacts } from './import.ts';
 import { cancelMessage, KINDS, listMessages, reportMessage, sendMessage, showMessage } from './messages.ts';
 import { CliError, describeError, type Io } from './output.ts';

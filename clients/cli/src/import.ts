@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { SingleBar } from 'cli-progress';
 import { parse } from 'csv-parse/sync';
-import type { ContactImportResult, Hopper } from '../index.ts';
-import { unwrap } from '../index.ts';
+import type { ContactImportResult, Hopper } from '../../typescript/src/index.ts';
+import { unwrap } from '../../typescript/src/index.ts';
 import { CliError, type Io } from './output.ts';
 
 /**

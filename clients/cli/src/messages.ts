@@ -1,5 +1,5 @@
-import type { Delivery, Hopper } from '../index.ts';
-import { unwrap } from '../index.ts';
+import type { Delivery, Hopper } from '../../typescript/src/index.ts';
+import { unwrap } from '../../typescript/src/index.ts';
 import { CliError, type Io, table } from './output.ts';
 
 /**

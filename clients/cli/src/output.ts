@@ -1,4 +1,4 @@
-import { HopperProblem } from '../index.ts';
+import { HopperProblem } from '../../typescript/src/index.ts';
 
 /** Where a command writes: the process's streams in `hopper`, others in tests. */
 export interface Io {
