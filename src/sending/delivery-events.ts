@@ -3,7 +3,7 @@ import { type ContactChange, changeContactsByOutcome } from '../contacts/contact
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState, OutcomeReason } from '../db/schema.ts';
 import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
-import { raiseDeliveryStates } from './deliveries.ts';
+import { countSoftBounces, raiseDeliveryStates } from './deliveries.ts';
 import { stateRank } from './delivery-states.ts';
 import { recordedOutcome } from './outcomes.ts';
 
@@ -241,7 +241,51 @@ async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void>
       description: event.outcome?.description ?? event.detail ?? null,
     });
   }
+  for (const change of await repeatedSoftBounces(trx, fresh)) {
+    const seen = first.get(`${change.contact_id}:email`);
+    if (!seen || seen.at.getTime() > change.at.getTime()) first.set(`${change.contact_id}:email`, change);
+  }
   await changeContactsByOutcome(trx, [...first.values()], now);
+}
+
+/**
+ * Repeated soft bounces (docs/outcomes.md): an email address whose deliveries bounced softly
+ * `SOFT_BOUNCE_LIMIT` times within `SOFT_BOUNCE_DAYS` days — each a different email, the last one
+ * now — stops receiving as `Inactive - Repeated Soft Bounce`, with the delivery that made it so and
+ * its words. A delay notice is not counted (the server still tries), nor are two reports of one
+ * delivery's bounce.
+ */
+const SOFT_BOUNCE_LIMIT = 3;
+const SOFT_BOUNCE_DAYS = 7;
+
+async function repeatedSoftBounces(trx: Db, fresh: Fresh[]): Promise<ContactChange[]> {
+  const latest = new Map<number, Fresh>();
+  for (const event of fresh) {
+    if (event.type !== 'soft_bounce' || event.message_kind !== 'templated_email') continue;
+    const seen = latest.get(event.contact_id);
+    if (!seen || seen.occurred_at.getTime() < event.occurred_at.getTime()) latest.set(event.contact_id, event);
+  }
+  if (latest.size === 0) return [];
+  const counts = await countSoftBounces(
+    trx,
+    [...latest.values()].map((e) => ({
+      contact_id: e.contact_id,
+      since: new Date(e.occurred_at.getTime() - SOFT_BOUNCE_DAYS * 86_400_000).toISOString(),
+      until: e.occurred_at.toISOString(),
+    })),
+  );
+  return [...latest.values()]
+    .filter((e) => (counts.get(e.contact_id) ?? 0) >= SOFT_BOUNCE_LIMIT)
+    .map((e) => ({
+      contact_id: e.contact_id,
+      user_id: e.user_id,
+      status: 'Inactive - Repeated Soft Bounce' as const,
+      at: e.occurred_at,
+      delivery_id: e.delivery_id,
+      description: `${counts.get(e.contact_id)} soft bounces in ${SOFT_BOUNCE_DAYS} days, the last: ${
+        e.outcome?.description ?? e.detail ?? e.outcome?.classification ?? 'soft bounce'
+      }`.slice(0, 500),
+    }));
 }
 
 function zeroCounters(): Record<Counter, number> {
