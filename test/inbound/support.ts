@@ -10,14 +10,20 @@ import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitFor
 export const INBOUND_DOMAIN = 'in.hopper.test';
 export const AGENT = 'jane@agents.example';
 
-export async function startInboundApp(env: Record<string, string> = {}): Promise<SendingApp & { port: number }> {
-  const s = await startSendingApp({
-    INBOUND_DOMAIN,
-    INBOUND_SMTP_PORT: '0',
-    INBOUND_SMTP_HOST: '127.0.0.1',
-    SENDER_DOMAINS: 'agents.example',
-    ...env,
-  });
+export async function startInboundApp(
+  env: Record<string, string> = {},
+  options: { clock?: () => Date } = {},
+): Promise<SendingApp & { port: number }> {
+  const s = await startSendingApp(
+    {
+      INBOUND_DOMAIN,
+      INBOUND_SMTP_PORT: '0',
+      INBOUND_SMTP_HOST: '127.0.0.1',
+      SENDER_DOMAINS: 'agents.example',
+      ...env,
+    },
+    options,
+  );
   const put = await s.api.put(`/v3/users/${s.owner}`, { sender_email: AGENT, sender_name: 'Jane Agent' });
   assert.equal(put.status, 200, put.raw);
   const port = s.t.workers?.inbound?.port;

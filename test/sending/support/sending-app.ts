@@ -25,11 +25,12 @@ export interface SendingApp {
 /** Real mail carries a postal address (CAN-SPAM): scheduling with SMTP_URL set needs one. */
 export const TEST_POSTAL_ADDRESS = '100 Main Street, Springfield, IL 62701';
 
-export async function startSendingApp(env: Record<string, string> = {}): Promise<SendingApp> {
+export async function startSendingApp(env: Record<string, string> = {}, options: { clock?: () => Date } = {}): Promise<SendingApp> {
   const sink = await startSmtpSink();
   const t = await startTestApp({
     workers: true,
     env: { SMTP_URL: sink.url, MAIL_POSTAL_ADDRESS: TEST_POSTAL_ADDRESS, SEND_RETRY_BASE: '200ms', SEND_LEASE: '2s', ...env },
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   return {
     t,
