@@ -1,6 +1,6 @@
 import { convert as htmlToText } from 'html-to-text';
 import type { ParsedMail } from 'mailparser';
-import { classificationOf, failureReason, findStatus, isHardReason } from './bounce-reason.ts';
+import { classificationOf, failureReason, findStatus, isHardReason } from '../email/bounce-reason.ts';
 
 /**
  * What an inbound message is, read from its parsed form (mailparser), as real mail servers write

@@ -495,8 +495,8 @@ export async function raiseDeliveryStates(
 }
 
 /**
- * For each contact and time window: how many of its email deliveries bounced softly (a
- * `soft_bounce` event, the delivery ended `bounced` and not permanently) within the window.
+ * For each contact and time window: how many of its email deliveries bounced softly (ended
+ * `bounced`, not permanently) within the window, by the time of their outcome.
  */
 export async function countSoftBounces(
   trx: Db,
@@ -511,8 +511,8 @@ export async function countSoftBounces(
     FROM w JOIN deliveries d ON d.contact_id = w.contact_id AND d.state = 'bounced'
     WHERE d.message_kind = 'templated_email'
       AND coalesce((d.outcome ->> 'permanent')::boolean, false) = false
-      AND EXISTS (SELECT 1 FROM delivery_events e
-                  WHERE e.delivery_id = d.id AND e.type = 'soft_bounce' AND e.occurred_at > w.since AND e.occurred_at <= w.until)
+      AND coalesce((d.outcome ->> 'at')::timestamptz, d.updated_at) > w.since
+      AND coalesce((d.outcome ->> 'at')::timestamptz, d.updated_at) <= w.until
     GROUP BY w.contact_id`.execute(trx);
   return new Map(rows.map((r) => [Number(r.contact_id), Number(r.n)]));
 }
