@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
 import { classify } from '../src/inbound/classify.ts';
+import { meaningOf } from '../src/inbound/receiver.ts';
 
 const DIR = join(import.meta.dirname, '..', '..', 'shared', 'bounces');
 interface Expected {
@@ -19,7 +20,7 @@ interface Expected {
 }
 const expected = JSON.parse(readFileSync(join(DIR, 'expected.json'), 'utf8')) as Record<string, Expected>;
 const VERDICTS = ['hard', 'soft', 'hard-or-soft', 'complaint', 'auto-reply', 'none'];
-const OUTCOMES = ['hard', 'soft', 'complaint', 'reply', 'auto-reply', 'none'];
+const OUTCOMES = ['hard', 'soft', 'complaint', 'unsubscribed', 'reply', 'auto-reply', 'none'];
 const table = new Map<string, Map<string, number>>(VERDICTS.map((v) => [v, new Map()]));
 let accepted = 0;
 const misses: string[] = [];
@@ -27,18 +28,21 @@ for (const [file, want] of Object.entries(expected)) {
   const raw = readFileSync(join(DIR, file));
   const mail = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
   const what = classify(mail, { raw });
-  const outcome =
-    what.kind === 'bounce'
-      ? what.report.hard
+  // What the receiver makes of it at a bounce (VERP) address.
+  const meaning = meaningOf('bounce', what);
+  const outcome = !meaning
+    ? 'none'
+    : meaning.kind === 'bounce'
+      ? meaning.report.hard
         ? 'hard'
         : 'soft'
-      : what.kind === 'complaint'
-        ? 'complaint'
-        : what.kind === 'delivered'
-          ? 'none'
-          : what.autoReply
+      : meaning.kind === 'complaint'
+        ? { spamreport: 'complaint', unsubscribe: 'unsubscribed', none: 'none' }[meaning.effect]
+        : meaning.kind === 'reply'
+          ? meaning.autoReply
             ? 'auto-reply'
-            : 'none';
+            : 'reply'
+          : 'unsubscribed';
   const row = table.get(want.outcome) as Map<string, number>;
   row.set(outcome, (row.get(outcome) ?? 0) + 1);
   if (want.accept.includes(outcome)) accepted++;
@@ -62,5 +66,7 @@ const hard = table.get('hard') as Map<string, number>;
 const soft = table.get('soft') as Map<string, number>;
 const sum = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
 console.log(`outcome accepted: ${accepted}/${total} (${((100 * accepted) / total).toFixed(1)} %)`);
-console.log(`hard recognised: ${hard.get('hard') ?? 0}/${sum(hard)}; soft made hard: ${soft.get('hard') ?? 0}/${sum(soft)}`);
+const pct = (n: number, of: number) => `${((100 * n) / of).toFixed(1)} %`;
+console.log(`hard recognised: ${hard.get('hard') ?? 0}/${sum(hard)} (${pct(hard.get('hard') ?? 0, sum(hard))})`);
+console.log(`soft made hard: ${soft.get('hard') ?? 0}/${sum(soft)} (${pct(soft.get('hard') ?? 0, sum(soft))})`);
 if (process.argv.includes('--list')) for (const m of misses) console.log(m);

@@ -121,7 +121,7 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
  * `opt-out` unsubscribes; one of type `auth-failure` is about the sender's authentication and
  * leaves the contact as it is.
  */
-function meaningOf(purpose: Purpose | 'postmaster', kind: InboundKind): Meaning | undefined {
+export function meaningOf(purpose: Purpose | 'postmaster', kind: InboundKind): Meaning | undefined {
   switch (kind.kind) {
     case 'delivered':
       return undefined;

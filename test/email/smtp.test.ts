@@ -151,6 +151,25 @@ describe('sending engine: SMTP replies, retries and cancel', () => {
     }
   });
 
+  test('the relay refusing one address softly three times in 7 days: Inactive - Repeated Soft Bounce, saying why', async () => {
+    const people = await audience(s, 1);
+    const [person] = people.contacts as [(typeof people.contacts)[0]];
+    s.sink.behave({ recipient: (address) => (address === person.email ? { code: 552, message: '5.2.2 Mailbox full' } : undefined) });
+    try {
+      for (let i = 1; i <= 3; i++) {
+        assert.equal((await s.api.get(`/v3/contacts/${person.id}`)).body.status, 'Subscribed', `before email ${i}`);
+        const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+        await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      }
+      const retired = (await s.api.get(`/v3/contacts/${person.id}`)).body;
+      assert.equal(retired.status, 'Inactive - Repeated Soft Bounce');
+      assert.equal(retired.email_suppression.reason, 'repeated_soft_bounce');
+      assert.match(retired.email_suppression.description, /^3 soft bounces in 7 days, the last: 552 5\.2\.2 Mailbox full/);
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
   test('every address refused: Failed, "Every delivery failed."', async () => {
     const people = await audience(s, 2);
     s.sink.behave({ recipient: () => ({ code: 554, message: 'Transaction failed' }) });
