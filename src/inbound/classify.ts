@@ -216,12 +216,45 @@ function toReport(f: RawFailure, text: string): BounceReport {
     recipient: f.recipient,
     status,
     replyCode,
-    diagnostic: diagnostic.replace(/^smtp;\s*/i, ''),
+    diagnostic: wordsOf(f.diagnostic).replace(/^smtp;\s*/i, ''),
     reason,
     classification: delayed ? 'delayed' : classificationOf(reason),
     hard: !delayed && isHardReason(reason) && !status?.startsWith('4.'),
     delayed,
   };
+}
+
+/** Lines every bounce of a kind repeats, which say nothing about this failure. */
+const BOILERPLATE = new RegExp(
+  [
+    'this (message|is) (was created automatically|an automatically generated|the mail system at host|the dragonfly mail agent|a delivery status notification)',
+    'a message that you sent could not be delivered',
+    'this is a permanent error',
+    'the following address(\\(es\\))? failed',
+    "i'm sorry to have to inform you",
+    'could not be delivered to one or more (recipients|destinations)',
+    'for further assistance',
+    'if you do so, please include',
+    'you can delete your own text',
+    'technical details of (permanent|temporary) failure:?\\s*$',
+    'delivery to the following recipient failed permanently:?\\s*$',
+    'this is a warning message only',
+    'you do not need to resend',
+    'the original message was received at',
+    'from \\S+ \\(\\S+ \\[[\\d.]+\\]\\)$',
+    '^-+.*-+$',
+  ].join('|'),
+  'i',
+);
+
+/** The server's words without the bounce's boilerplate, on one line. */
+function wordsOf(text: string): string {
+  const lines = text
+    .replace(/\r/g, '')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !BOILERPLATE.test(l));
+  return (lines.join(' ') || text).replace(/\s+/g, ' ').trim();
 }
 
 /** The per-recipient blocks of an RFC 3464 report (fields may be folded). */
