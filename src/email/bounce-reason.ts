@@ -55,6 +55,8 @@ export function classificationOf(reason: string): string {
   return CLASSIFICATIONS[reason] ?? 'undetermined';
 }
 
+const MAX_WORDS = 1000;
+
 /** Reasons whose status name is worth a second look at the words. */
 const RETRIED = new Set(['undefined', 'onhold', 'systemerror', 'securityerror', 'networkerror', 'hostunknown', 'userunknown']);
 
@@ -179,7 +181,10 @@ function isReason(reason: (typeof FIRST_ORDER)[number], f: FailureFacts, diagnos
 /** The reason of one failure (`Sisimai::Reason->get`). */
 export function failureReason(f: FailureFacts): string {
   if (f.status?.startsWith('2.')) return 'delivered';
-  const diagnostic = f.diagnostic.toLowerCase().replace(/\s+/g, ' ');
+  // A server's words are a few lines; the patterns are read on at most MAX_WORDS of them (some of
+  // Sisimai's patterns backtrack heavily on long runs without spaces: a message crafted so must
+  // not hold the receiver).
+  const diagnostic = f.diagnostic.slice(0, MAX_WORDS).toLowerCase().replace(/\s+/g, ' ');
   if ((f.status && AUTH_STATUSES.has(f.status)) || AUTH_FAILURE.test(diagnostic)) return 'authfailure';
   for (const reason of FIRST_ORDER) if (isReason(reason, f, diagnostic)) return reason;
 
@@ -202,7 +207,8 @@ export function failureReason(f: FailureFacts): string {
 }
 
 /** A DSN status in free text (`550 5.1.1`, `#5.1.1`, `5.1.1`), not part of an IPv4 address (`Sisimai::SMTP::Status->find`). */
-export function findStatus(text: string): string | null {
+export function findStatus(whole: string): string | null {
+  const text = whole.slice(0, 10 * MAX_WORDS);
   for (const pattern of [/ ?\(#([45]\.\d\.\d+)\)? ?/, /\b\d{3}[ -]#?([45]\.\d\.\d+)\b/, /\b([45]\.\d\.\d+)\b/, /\b(2\.[0-7]\.[0-7])\b/]) {
     const found = pattern.exec(text)?.[1];
     if (!found) continue;

@@ -40,6 +40,8 @@ export type InboundKind =
   | { kind: 'reply'; autoReply: boolean };
 
 interface Hints {
+  /** The envelope sender was `<>` (RFC 5321's null reverse-path, as bounces are sent). */
+  nullSender?: boolean;
   /** The message as received: read when its MIME structure hides the text (a report without its parts). */
   raw?: Buffer;
 }
@@ -58,7 +60,7 @@ export function classify(mail: ParsedMail, hints: Hints = {}): InboundKind {
   if (complaint) return complaint;
 
   const dsn = reportType === 'delivery-status' || parts.some((p) => p.contentType === 'message/delivery-status') || DSN_FIELDS.test(text);
-  if (dsn || looksLikeBounce(mail, text)) {
+  if (dsn || looksLikeBounce(mail, text, hints.nullSender === true)) {
     const report = readReport(mail, cutOriginal(text), dsn);
     // A content-filtering gateway's "unknown user" is its filter's verdict, not the mailbox's.
     if (report && report !== 'delivered' && report.reason === 'userunknown' && isFilteringGateway(mail)) {
@@ -131,12 +133,12 @@ const BOUNCE_NAME = /mail(er)?[ -]?daemon|mail delivery|postmaster|delivery (sta
 const BOUNCE_SUBJECT =
   /undeliver|undelivered|returned mail|return(ed)? to sender|delivery (status notification|failure|has failed|failed|problem|notification)|mail delivery (failed|failure|subsystem|system)|failure notice|could not (be )?deliver|non[ -]?deliver|nondeliverable|not delivered|delivery report|warning: (could not send|message|delayed)|delayed mail|delivery delayed|mail could not|message (delivery|not delivered|failed|you sent)|error sending|rejected|bounce|unable to deliver|unzustellbar|non remis|problem delivering|sending failed|permanent error|transient error|system administrator|notificaci[oó]n|メール|配信/i;
 
-function looksLikeBounce(mail: ParsedMail, text: string): boolean {
+function looksLikeBounce(mail: ParsedMail, text: string, envelopeNull: boolean): boolean {
   const from = fromAddress(mail);
   const name = mail.from?.value?.[0]?.name ?? '';
   const subject = mail.subject ?? '';
-  const returnPath = headerText(mail, 'return-path') ?? '';
-  const nullSender = from === '' || /^<?>?$/.test(returnPath.trim()) || /^<>$/.test(returnPath.trim());
+  const returned = headerText(mail, 'return-path');
+  const nullSender = envelopeNull || from === '' || (returned !== undefined && /^<?\s*>?$/.test(returned.trim()));
   if (DAEMON.test(from) || BOUNCE_NAME.test(name)) return true;
   if (BOUNCE_SUBJECT.test(subject) && (nullSender || findStatus(text) !== null || FAILURE_WORDS.test(text))) return true;
   return nullSender && !isAutomatic(mail) && FAILURE_WORDS.test(text);
@@ -311,6 +313,8 @@ function smtpCommand(text: string): string | null {
 
 // --- helpers -----------------------------------------------------------------------------------
 
+const MAX_TEXT = 64 * 1024;
+
 /**
  * The readable text of a message: its plain text, or its HTML as text, and any delivery-status
  * part; the raw body when MIME parsing found no text (a multipart report whose parts have no
@@ -326,7 +330,8 @@ function bodyText(mail: ParsedMail, raw: Buffer | undefined): string {
   const status = parts
     .filter((p) => p.contentType === 'message/delivery-status' || (p.contentType === 'text/plain' && !p.filename))
     .map((p) => p.content.toString('utf8'));
-  return [plain, ...status].join('\n\n');
+  // What a bounce says comes first; the rest (a returned message inline) is not read past MAX_TEXT.
+  return [plain, ...status].join('\n\n').slice(0, MAX_TEXT);
 }
 
 function headerObject(mail: ParsedMail, name: string): { value?: string; params?: Record<string, string> } | undefined {

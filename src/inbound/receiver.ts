@@ -85,7 +85,8 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
         if (stream.sizeExceeded) {
           return callback(Object.assign(new Error('5.3.4 Message too big'), { responseCode: 552 }));
         }
-        handler.accept(Buffer.concat(chunks), session.envelope.rcptTo).then(
+        const sender = session.envelope.mailFrom;
+        handler.accept(Buffer.concat(chunks), session.envelope.rcptTo, sender === false || sender.address === '').then(
           () => callback(),
           (error: Error & { responseCode?: number }) => {
             deps.log.warn({ err: error }, 'inbound message not taken: the sender will retry');
@@ -163,7 +164,8 @@ class InboundHandler {
     });
   }
 
-  async accept(raw: Buffer, recipients: SMTPServerAddress[]): Promise<void> {
+  /** `nullSender`: the envelope sender was `<>`, as for bounces and automatic replies. */
+  async accept(raw: Buffer, recipients: SMTPServerAddress[], nullSender: boolean): Promise<void> {
     const mail = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
     const messageId = (mail.messageId ?? `<sha256-${createHash('sha256').update(raw).digest('hex')}>`).slice(0, 998);
     const waits: Promise<void>[] = [];
@@ -173,7 +175,9 @@ class InboundHandler {
       const deliveryId = target.deliveryId ?? this.#embeddedDelivery(mail, raw);
       if (deliveryId === undefined) continue; // postmaster mail about nothing of ours
       const what =
-        target.purpose === 'unsubscribe' ? ({ kind: 'unsubscribe' } as const) : meaningOf(target.purpose, classify(mail, { raw }));
+        target.purpose === 'unsubscribe'
+          ? ({ kind: 'unsubscribe' } as const)
+          : meaningOf(target.purpose, classify(mail, { raw, nullSender }));
       if (!what) continue; // a success notice: nothing to record
       waits.push(this.#received.add({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what }));
     }
