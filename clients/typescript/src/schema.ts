@@ -1826,7 +1826,7 @@ export interface components {
             subject: string;
             /** @description The plain-text body (HTML-only replies converted to text) */
             text: string;
-            /** @description An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office) */
+            /** @description An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office), or any message that came to the bounce address: kept, never counted in reply nor forwarded */
             auto_reply: boolean;
             /**
              * @description ISO 8601 in UTC without fraction
