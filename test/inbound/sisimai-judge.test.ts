@@ -80,7 +80,7 @@ const exim = (recipient: string, said: string) =>
     'Date: Fri, 27 Nov 2026 10:00:00 +0000',
     'Message-Id: <E1abc-0001@mx.example.net>',
     'Auto-Submitted: auto-replied',
-    'X-Failed-Recipients: ' + recipient,
+    `X-Failed-Recipients: ${recipient}`,
     '',
     'This message was created automatically by mail delivery software.',
     '',
