@@ -23,6 +23,7 @@ import * as textSearchShortPendingList from './migrations/0020-text-search-short
 import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
+import * as softBounceIndex from './migrations/0024-soft-bounce-index.ts';
 import * as replyAuthentication from './migrations/0026-reply-authentication.ts';
 import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
 
@@ -51,6 +52,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0021-contact-email-unique': contactEmailUnique,
   '0022-api-key-minter': apiKeyMinter,
   '0023-outcomes-and-suppressions': outcomesAndSuppressions,
+  '0024-soft-bounce-index': softBounceIndex,
   '0026-reply-authentication': replyAuthentication,
   '0027-provider-request-bodies': providerRequestBodies,
 };

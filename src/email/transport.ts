@@ -5,6 +5,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Config } from '../config.ts';
 import type { DeliveryOutcome, HandOver } from '../sending/channel.ts';
+import { classificationOf, failureReason, findStatus, isHardReason } from './bounce-reason.ts';
 import { composeMime } from './compose-mime.ts';
 import type { DkimSigner } from './dkim.ts';
 import type { OutgoingEmail } from './render.ts';
@@ -21,15 +22,38 @@ export interface MailTransport {
 
 /**
  * SMTP replies decide what a failure is: 4xx is temporary (retried with backoff, counted as
- * deferred), 5xx is permanent for that recipient (a bounce; 5.1.x and 550/551/553 name a bad
- * address, which also retires the contact). Connection problems are temporary.
+ * deferred), 5xx is permanent for that recipient — a bounce, hard (the contact retired) only when
+ * the words and status say the address itself is bad (user or host unknown, moved, not accepting
+ * mail: bounce-reason.ts), soft otherwise (a full mailbox, a block, a DMARC or policy refusal).
+ * Connection problems are temporary.
  */
-function classifySmtpError(error: { responseCode?: number; code?: string; response?: string; message: string }): DeliveryOutcome {
+function classifySmtpError(error: {
+  responseCode?: number;
+  code?: string;
+  response?: string;
+  message: string;
+  command?: string;
+}): DeliveryOutcome {
   const detail = error.response ?? error.message;
   const code = error.responseCode;
   if (code !== undefined && code >= 500) {
-    const badAddress = [550, 551, 553].includes(code) || /\b5\.1\.\d\b/.test(detail);
-    return { kind: 'failed', error: detail, bounce: true, ...(badAddress ? { contactStatus: 'Inactive - Hard Bounce' as const } : {}) };
+    const status = findStatus(detail);
+    const command = /^(RCPT|MAIL|DATA|EHLO|HELO)\b/.exec(error.command ?? '')?.[1] ?? null;
+    const reason = failureReason({ status, replyCode: String(code), command, diagnostic: detail, action: 'failed' });
+    const hard = isHardReason(reason);
+    return {
+      kind: 'failed',
+      error: detail,
+      bounce: true,
+      ...(hard ? { contactStatus: 'Inactive - Hard Bounce' as const } : {}),
+      outcome: {
+        classification: classificationOf(reason),
+        permanent: hard,
+        code: status ?? String(code),
+        description: detail,
+        source: 'smtp',
+      },
+    };
   }
   // 4xx, and network trouble on either side of the exchange: worth another try.
   return { kind: 'deferred', error: detail };

@@ -10,7 +10,7 @@ import { findSenderFields } from '../identity/users.ts';
 import { findDeliveredEmail, findDeliveryFacts } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import type { Clock } from '../time.ts';
-import type { InboundKind } from './classify.ts';
+import type { BounceReport } from './classify.ts';
 import { type InboundMessage, markRepliesForwarded, storeInboundMessages } from './replies.ts';
 
 /**
@@ -21,7 +21,20 @@ import { type InboundMessage, markRepliesForwarded, storeInboundMessages } from 
  * exchange ends; if the relay refuses it, the sending MTA is told to try again (451) and the retry
  * forwards it without counting it again.
  */
-const INBOUND_SOURCE = 'inbound';
+const INBOUND_SOURCE = 'dsn';
+
+/**
+ * What a message means for its delivery, by the address it came to and what it is
+ * (receiver.ts): a person's reply (or an automatic one, kept but not counted), a bounce with its
+ * report, a complaint (ARF `abuse` and the like), a mailed unsubscribe (the List-Unsubscribe
+ * mailto, or an `opt-out` feedback report), or a report that changes nothing (an `auth-failure`
+ * feedback report: about the sender's authentication, not the person's wish).
+ */
+export type Meaning =
+  | { kind: 'reply'; autoReply: boolean }
+  | { kind: 'bounce'; report: BounceReport }
+  | { kind: 'complaint'; detail: string; effect: 'spamreport' | 'unsubscribe' | 'none' }
+  | { kind: 'unsubscribe' };
 
 /** One inbound message for one of our addresses, read and classified, waiting to be recorded. */
 export interface ReceivedMessage {
@@ -29,7 +42,7 @@ export interface ReceivedMessage {
   messageId: string;
   deliveryId: number;
   mail: ParsedMail;
-  what: InboundKind | { kind: 'unsubscribe' };
+  what: Meaning;
   /** SPF, DKIM and DMARC of a reply's sender (authentication.ts); undefined for what is no reply. */
   authentication: ReplyAuthentication | undefined;
 }
@@ -129,11 +142,32 @@ function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
       // The mailed unsubscribe shares the link's event id: a contact who does both counts once.
       return [{ ...base, source: TRACKING_SOURCE, eventId: `unsubscribe:${m.deliveryId}`, type: 'unsubscribe', detail: 'by mail' }];
     case 'complaint':
+      if (what.effect === 'none') return [];
+      if (what.effect === 'unsubscribe') {
+        return [{ ...base, source: TRACKING_SOURCE, eventId: `unsubscribe:${m.deliveryId}`, type: 'unsubscribe', detail: what.detail }];
+      }
       return [{ ...base, source: INBOUND_SOURCE, eventId: `spamreport:${m.deliveryId}`, type: 'spamreport', detail: what.detail }];
     case 'bounce': {
-      if (what.status === '') return [];
-      const type = what.permanent ? 'hard_bounce' : 'temporary_bounce';
-      return [{ ...base, source: INBOUND_SOURCE, eventId: `${type}:${m.deliveryId}`, type, detail: what.detail }];
+      const report = what.report;
+      // A delay notice counts as a soft bounce while the server still tries; a failure ends the delivery.
+      const type = report.delayed ? 'temporary_bounce' : report.hard ? 'hard_bounce' : 'soft_bounce';
+      const code = report.status ?? report.replyCode;
+      const detail = [code, report.diagnostic].filter(Boolean).join(' ').slice(0, 1000) || report.classification;
+      return [
+        {
+          ...base,
+          source: INBOUND_SOURCE,
+          eventId: `${type}:${m.deliveryId}`,
+          type,
+          detail,
+          outcome: {
+            classification: report.classification,
+            permanent: report.hard,
+            code,
+            description: report.diagnostic || null,
+          },
+        },
+      ];
     }
   }
 }

@@ -10,8 +10,8 @@ import type { TrackingTokens } from '../email/tokens.ts';
 import type { MailTransport } from '../email/transport.ts';
 import type { Clock } from '../time.ts';
 import { type Arrival, authenticateArrival, type DNSResolver, dnsResolver } from './authentication.ts';
-import { classify } from './classify.ts';
-import { type ReceivedMessage, recordReceived } from './inbound-messages.ts';
+import { classify, type InboundKind } from './classify.ts';
+import { type Meaning, type ReceivedMessage, recordReceived } from './inbound-messages.ts';
 
 /**
  * The inbound mail receiver (on when INBOUND_DOMAIN is set; runs in worker processes, several of
@@ -125,6 +125,29 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
 }
 
 /**
+ * What a message means by the address it came to. Nothing that arrives at a bounce (`b-`) or
+ * postmaster address is a person's reply to the agent: what is neither a bounce nor a complaint
+ * there is kept like an automatic reply (listed, not counted, not forwarded). At a reply (`r-`)
+ * address a bounce or a complaint is what it is, never a reply. A feedback report of type
+ * `opt-out` unsubscribes; one of type `auth-failure` is about the sender's authentication and
+ * leaves the contact as it is.
+ */
+export function meaningOf(purpose: Purpose | 'postmaster', kind: InboundKind): Meaning | undefined {
+  switch (kind.kind) {
+    case 'delivered':
+      return undefined;
+    case 'bounce':
+      return { kind: 'bounce', report: kind.report };
+    case 'complaint': {
+      const effect = kind.feedbackType === 'opt-out' ? 'unsubscribe' : kind.feedbackType === 'auth-failure' ? 'none' : 'spamreport';
+      return { kind: 'complaint', detail: kind.detail, effect };
+    }
+    case 'reply':
+      return { kind: 'reply', autoReply: kind.autoReply || purpose !== 'reply' };
+  }
+}
+
+/**
  * Messages recorded in one batch at most, and batches being recorded at once: the messages whose
  * SMTP exchanges end close together are recorded together (db/group-commit.ts), so a burst of
  * replies and bounces costs a few statements per batch rather than per message; what arrives
@@ -162,12 +185,16 @@ class InboundHandler {
       if (!target) continue;
       const deliveryId = target.deliveryId ?? this.#embeddedDelivery(mail, raw);
       if (deliveryId === undefined) continue; // postmaster mail about nothing of ours
-      const what = target.purpose === 'unsubscribe' ? ({ kind: 'unsubscribe' } as const) : classify(mail);
+      const what =
+        target.purpose === 'unsubscribe'
+          ? ({ kind: 'unsubscribe' } as const)
+          : meaningOf(target.purpose, classify(mail, { raw, nullSender: arrival.sender === '' }));
+      if (!what) continue; // a success notice: nothing to record
       received.push({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what });
     }
     // Who a person's reply really comes from decides whether it may reach the agent: checked once
     // per message, before it is recorded (a DNS failure is a temperror, not a refusal).
-    const authentication = received.some((m) => m.what.kind === 'reply')
+    const authentication = received.some((m) => m.what.kind === 'reply' && !m.what.autoReply)
       ? await authenticateArrival(raw, arrival, this.#inbound.domain, this.#resolver)
       : undefined;
     await Promise.all(received.map((m) => this.#received.add({ ...m, authentication })));

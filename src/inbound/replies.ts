@@ -19,7 +19,10 @@ export const Reply = Type.Object({
   from_name: Nullable(Type.String()),
   subject: Type.String(),
   text: Type.String({ description: 'The plain-text body (HTML-only replies converted to text)' }),
-  auto_reply: Type.Boolean({ description: 'An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office)' }),
+  auto_reply: Type.Boolean({
+    description:
+      'An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office), or any message that came to the bounce address: kept, never counted in reply nor forwarded',
+  }),
   authentication: Nullable(
     Type.Object(
       {

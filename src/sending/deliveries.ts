@@ -501,6 +501,29 @@ export async function raiseDeliveryStates(
   return { moved: rows.filter((r) => !r.held).map((r) => Number(r.id)), held: rows.filter((r) => r.held).map((r) => Number(r.id)) };
 }
 
+/**
+ * For each contact and time window: how many of its email deliveries bounced softly (ended
+ * `bounced`, not permanently) within the window, by the time of their outcome.
+ */
+export async function countSoftBounces(
+  trx: Db,
+  windows: readonly { contact_id: number; since: string; until: string }[],
+): Promise<Map<number, number>> {
+  if (windows.length === 0) return new Map();
+  const { rows } = await sql<{ contact_id: string; n: string }>`
+    WITH w AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(windows)}::jsonb) AS w(contact_id bigint, since timestamptz, until timestamptz)
+    )
+    SELECT w.contact_id, count(*) AS n
+    FROM w JOIN deliveries d ON d.contact_id = w.contact_id AND d.state = 'bounced'
+    WHERE d.message_kind = 'templated_email'
+      AND coalesce((d.outcome ->> 'permanent')::boolean, false) = false
+      AND coalesce((d.outcome ->> 'at')::timestamptz, d.updated_at) > w.since
+      AND coalesce((d.outcome ->> 'at')::timestamptz, d.updated_at) <= w.until
+    GROUP BY w.contact_id`.execute(trx);
+  return new Map(rows.map((r) => [Number(r.contact_id), Number(r.n)]));
+}
+
 /** Deliveries by kind and state, for /metrics. */
 export async function countDeliveriesByState(db: Db): Promise<{ kind: MessageKind; state: DeliveryState; n: number }[]> {
   const { rows } = await sql<{ kind: MessageKind; state: DeliveryState; n: string }>`

@@ -3,7 +3,7 @@ import { type ContactChange, changeContactsByOutcome } from '../contacts/contact
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState, OutcomeReason } from '../db/schema.ts';
 import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
-import { raiseDeliveryStates } from './deliveries.ts';
+import { countSoftBounces, raiseDeliveryStates } from './deliveries.ts';
 import { stateRank } from './delivery-states.ts';
 import { recordedOutcome } from './outcomes.ts';
 
@@ -243,7 +243,67 @@ async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void>
       description: event.outcome?.description ?? event.detail ?? null,
     });
   }
+  const softBounces = fresh
+    .filter((e) => e.type === 'soft_bounce' && e.message_kind === 'templated_email')
+    .map((e) => ({
+      contact_id: e.contact_id,
+      user_id: e.user_id,
+      delivery_id: e.delivery_id,
+      at: e.occurred_at,
+      description: e.outcome?.description ?? e.detail ?? e.outcome?.classification ?? null,
+    }));
+  for (const change of await repeatedSoftBounces(trx, softBounces)) {
+    const seen = first.get(`${change.contact_id}:email`);
+    if (!seen || seen.at.getTime() > change.at.getTime()) first.set(`${change.contact_id}:email`, change);
+  }
   await changeContactsByOutcome(trx, [...first.values()], now);
+}
+
+/**
+ * Repeated soft bounces (docs/outcomes.md): an email address whose deliveries bounced softly
+ * `SOFT_BOUNCE_LIMIT` times within `SOFT_BOUNCE_DAYS` days — each a different email, the last one
+ * now — stops receiving as `Inactive - Repeated Soft Bounce`, with the delivery that made it so and
+ * its words. A delay notice is not counted (the server still tries), nor are two reports of one
+ * delivery's bounce. For the soft bounces just recorded (inbound DSNs, relay webhooks, the relay's
+ * own answer: send-batch.ts), the changes of the contacts that reached the limit.
+ */
+const SOFT_BOUNCE_LIMIT = 3;
+const SOFT_BOUNCE_DAYS = 7;
+
+interface SoftBounce {
+  contact_id: number;
+  user_id: number;
+  delivery_id: number;
+  at: Date;
+  description: string | null;
+}
+
+export async function repeatedSoftBounces(trx: Db, bounces: readonly SoftBounce[]): Promise<ContactChange[]> {
+  const latest = new Map<number, SoftBounce>();
+  for (const bounce of bounces) {
+    const seen = latest.get(bounce.contact_id);
+    if (!seen || seen.at.getTime() < bounce.at.getTime()) latest.set(bounce.contact_id, bounce);
+  }
+  if (latest.size === 0) return [];
+  const counts = await countSoftBounces(
+    trx,
+    [...latest.values()].map((b) => ({
+      contact_id: b.contact_id,
+      since: new Date(b.at.getTime() - SOFT_BOUNCE_DAYS * 86_400_000).toISOString(),
+      until: b.at.toISOString(),
+    })),
+  );
+  return [...latest.values()]
+    .filter((b) => (counts.get(b.contact_id) ?? 0) >= SOFT_BOUNCE_LIMIT)
+    .map((b) => ({
+      contact_id: b.contact_id,
+      user_id: b.user_id,
+      status: 'Inactive - Repeated Soft Bounce' as const,
+      at: b.at,
+      delivery_id: b.delivery_id,
+      description:
+        `${counts.get(b.contact_id)} soft bounces in ${SOFT_BOUNCE_DAYS} days, the last: ${b.description ?? 'soft bounce'}`.slice(0, 500),
+    }));
 }
 
 function zeroCounters(): Record<Counter, number> {

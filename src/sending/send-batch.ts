@@ -9,6 +9,7 @@ import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import type { Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
 import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
+import { repeatedSoftBounces } from './delivery-events.ts';
 import type { LeaseKeeper } from './leases.ts';
 import { recordedOutcome } from './outcomes.ts';
 
@@ -223,7 +224,9 @@ async function recordOther(
       return;
     }
     case 'failed': {
-      const counters = outcome.bounce ? { failed: 1, bounce: 1, hard_bounce: 1 } : { failed: 1 };
+      // A bounce is hard when it retires the contact's address; otherwise soft (docs/outcomes.md).
+      const hard = outcome.contactStatus === 'Inactive - Hard Bounce';
+      const counters = outcome.bounce ? { failed: 1, bounce: 1, ...(hard ? { hard_bounce: 1 } : { soft_bounce: 1 }) } : { failed: 1 };
       const moved = await transitionDelivery(
         db,
         claim,
@@ -237,6 +240,16 @@ async function recordOther(
         now,
       );
       const suppressPhone = outcome.outcome?.suppress && delivery.message_kind === 'voicemail_drop';
+      if (moved && outcome.bounce && !hard && delivery.message_kind === 'templated_email') {
+        const soft = {
+          contact_id: delivery.contact_id,
+          user_id: delivery.user_id,
+          delivery_id: delivery.id,
+          at: now,
+          description: outcome.outcome?.description ?? outcome.error,
+        };
+        await changeContactsByOutcome(db, await repeatedSoftBounces(db, [soft]), now);
+      }
       if (moved && (outcome.contactStatus || suppressPhone)) {
         await changeContactsByOutcome(
           db,

@@ -113,6 +113,65 @@ describe('sending engine: SMTP replies, retries and cancel', () => {
     }
   });
 
+  test('a DMARC refusal, a block and a full mailbox are soft bounces: counted in soft_bounce with their reason, the contacts stay', async () => {
+    const people = await audience(s, 3);
+    const [dmarc, blocked, full] = people.contacts as [
+      (typeof people.contacts)[0],
+      (typeof people.contacts)[0],
+      (typeof people.contacts)[0],
+    ];
+    const answers = new Map([
+      [
+        dmarc.email,
+        { code: 550, message: "5.7.26 Unauthenticated email from agents.example is not accepted due to domain's DMARC policy" },
+      ],
+      [blocked.email, { code: 550, message: '5.7.606 Access denied, banned sending IP [192.0.2.1]' }],
+      [full.email, { code: 552, message: '5.2.2 Mailbox full' }],
+    ]);
+    s.sink.behave({ recipient: (address) => answers.get(address) });
+    try {
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      const done = await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      const r = done.reporting;
+      assert.deepEqual([r.failed, r.bounce, r.hard_bounce, r.soft_bounce], [3, 3, 0, 3]);
+      const listed = (await s.api.get(`/v3/templated_emails/${email.id}/deliveries`)).body.data as {
+        contact_id: number;
+        state: string;
+        outcome: { classification: string; permanent: boolean; code: string; source: string };
+      }[];
+      const outcome = (id: number) => {
+        const d = listed.find((x) => x.contact_id === id);
+        assert.equal(d?.state, 'bounced');
+        return [d?.outcome.classification, d?.outcome.permanent, d?.outcome.code, d?.outcome.source];
+      };
+      assert.deepEqual(outcome(dmarc.id), ['auth_failure', false, '5.7.26', 'smtp']);
+      assert.deepEqual(outcome(blocked.id), ['blocked', false, '5.7.606', 'smtp']);
+      assert.deepEqual(outcome(full.id), ['mailbox_full', false, '5.2.2', 'smtp']);
+      for (const c of people.contacts) assert.equal((await s.api.get(`/v3/contacts/${c.id}`)).body.status, 'Subscribed');
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
+  test('the relay refusing one address softly three times in 7 days: Inactive - Repeated Soft Bounce, saying why', async () => {
+    const people = await audience(s, 1);
+    const [person] = people.contacts as [(typeof people.contacts)[0]];
+    s.sink.behave({ recipient: (address) => (address === person.email ? { code: 552, message: '5.2.2 Mailbox full' } : undefined) });
+    try {
+      for (let i = 1; i <= 3; i++) {
+        assert.equal((await s.api.get(`/v3/contacts/${person.id}`)).body.status, 'Subscribed', `before email ${i}`);
+        const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+        await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      }
+      const retired = (await s.api.get(`/v3/contacts/${person.id}`)).body;
+      assert.equal(retired.status, 'Inactive - Repeated Soft Bounce');
+      assert.equal(retired.email_suppression.reason, 'repeated_soft_bounce');
+      assert.match(retired.email_suppression.description, /^3 soft bounces in 7 days, the last: 552 5\.2\.2 Mailbox full/);
+    } finally {
+      s.sink.behave({});
+    }
+  });
+
   test('every address refused: Failed, "Every delivery failed."', async () => {
     const people = await audience(s, 2);
     s.sink.behave({ recipient: () => ({ code: 554, message: 'Transaction failed' }) });

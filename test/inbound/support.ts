@@ -11,7 +11,11 @@ import { type Zone, zoneResolver } from './dns.ts';
 export const INBOUND_DOMAIN = 'in.hopper.test';
 export const AGENT = 'jane@agents.example';
 
-export async function startInboundApp(env: Record<string, string> = {}, zone: Zone = {}): Promise<SendingApp & { port: number }> {
+export async function startInboundApp(
+  env: Record<string, string> = {},
+  zone: Zone = {},
+  options: { clock?: () => Date } = {},
+): Promise<SendingApp & { port: number }> {
   const s = await startSendingApp(
     {
       INBOUND_DOMAIN,
@@ -21,7 +25,7 @@ export async function startInboundApp(env: Record<string, string> = {}, zone: Zo
       ...env,
     },
     // SPF, DKIM and DMARC ask this zone, never the network: what a test does not publish does not exist.
-    { dnsResolver: zoneResolver(zone) },
+    { dnsResolver: zoneResolver(zone), ...options },
   );
   const put = await s.api.put(`/v3/users/${s.owner}`, { sender_email: AGENT, sender_name: 'Jane Agent' });
   assert.equal(put.status, 200, put.raw);

@@ -131,6 +131,53 @@ export async function main(argv: string[], io: Io): Promise<number> {
       reportMessage(io, client(), KINDS[kind], id, Boolean(options.json)),
     );
 
+  program
+    .command('suppressions')
+    .description('suppressed email addresses and phone numbers')
+    .command('lift')
+    .description(
+      'let contacts receive again, in bulk: email addresses retired by a hard bounce, repeated soft bounces or as invalid; phone numbers suppressed by a voicemail outcome (docs/outcomes.md)',
+    )
+    .addOption(new Option('--channel <channel>', 'email or phone').choices(['email', 'phone']).makeOptionMandatory())
+    .addOption(
+      new Option('--reason <reason>', 'only suppressions for this reason, e.g. hard_bounce, repeated_soft_bounce (repeatable)')
+        .argParser(collect)
+        .default([], 'every liftable one'),
+    )
+    .option('--since <time>', 'only suppressions decided at or after this time (ISO 8601, e.g. 2026-11-26T00:00:00Z)')
+    .option('--until <time>', 'only suppressions decided before this time (ISO 8601)')
+    .addOption(new Option('--contact <id>', 'only this contact (repeatable)').argParser(collectId).default([], 'any'))
+    .addOption(userOption())
+    .addOption(json())
+    .action(
+      async (options: {
+        channel: 'email' | 'phone';
+        reason: string[];
+        since?: string;
+        until?: string;
+        contact: number[];
+        user?: number;
+        json?: boolean;
+      }) => {
+        const userId = await userOf(options.user);
+        const body = {
+          channel: options.channel,
+          ...(options.reason.length > 0 ? { reasons: options.reason } : {}),
+          ...(options.since ? { since: options.since } : {}),
+          ...(options.until ? { until: options.until } : {}),
+          ...(options.contact.length > 0 ? { contact_ids: options.contact } : {}),
+        };
+        const result = await unwrap(
+          client().api.POST('/v3/users/{user_id}/suppressions/lift', { params: { path: { user_id: userId } }, body }),
+        );
+        if (options.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+        else {
+          const what = options.channel === 'email' ? 'email address' : 'phone number';
+          io.stdout.write(`Lifted ${result.lifted} ${what} suppression${result.lifted === 1 ? '' : 's'}: those contacts receive again.\n`);
+        }
+      },
+    );
+
   try {
     await program.parseAsync(argv);
     return 0;
@@ -145,6 +192,10 @@ function parseId(value: string): number {
   const id = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(id) || id < 1) throw new InvalidArgumentError('Expected a positive whole number.');
   return id;
+}
+
+function collectId(value: string, all: number[]): number[] {
+  return [...all, parseId(value)];
 }
 
 function collect(value: string, all: string[]): string[] {

@@ -209,6 +209,62 @@ describe('hopper (the CLI)', () => {
     assert.match(badId.stderr, /Expected a positive whole number/);
   });
 
+  test('suppressions lift: by reason and time, the contacts receive again; what the API refuses is printed, exit 1', async () => {
+    const made = [];
+    for (const email of ['lift-a@cli.example', 'lift-b@cli.example', 'lift-c@cli.example']) {
+      made.push(
+        await unwrap(client.api.POST('/v3/users/{user_id}/contacts', { params: { path: { user_id: t.adminId } }, body: { email } })),
+      );
+    }
+    const [a, b, c] = made as [(typeof made)[0], (typeof made)[0], (typeof made)[0]];
+    const setStatus = (id: number, status: 'Inactive - Invalid Email Address' | 'Unsubscribed') =>
+      unwrap(client.api.PUT('/v3/contacts/{id}', { params: { path: { id } }, body: { status } }));
+    await setStatus(a.id, 'Inactive - Invalid Email Address');
+    await setStatus(b.id, 'Inactive - Invalid Email Address');
+    await setStatus(c.id, 'Unsubscribed');
+    const statusOf = async (id: number) => (await unwrap(client.api.GET('/v3/contacts/{id}', { params: { path: { id } } }))).status;
+
+    const one = await hopper(['suppressions', 'lift', '--channel', 'email', '--contact', String(a.id), '--user', String(t.adminId)], env);
+    assert.equal(one.code, 0, one.stderr);
+    assert.equal(one.stdout, 'Lifted 1 email address suppression: those contacts receive again.\n');
+    assert.equal(await statusOf(a.id), 'Subscribed');
+    assert.equal(await statusOf(b.id), 'Inactive - Invalid Email Address');
+
+    const later = await hopper(
+      ['suppressions', 'lift', '--channel', 'email', '--reason', 'invalid_address', '--since', '2999-01-01T00:00:00Z', '--json'],
+      { ...env, HOPPER_USER: String(t.adminId) },
+    );
+    assert.equal(later.code, 0, later.stderr);
+    assert.deepEqual(JSON.parse(later.stdout), { lifted: 0 });
+    const all = await hopper(['suppressions', 'lift', '--channel', 'email', '--reason', 'invalid_address'], {
+      ...env,
+      HOPPER_USER: String(t.adminId),
+    });
+    assert.equal(all.code, 0, all.stderr);
+    assert.match(all.stdout, /^Lifted 1 email address suppression/);
+    assert.equal(await statusOf(b.id), 'Subscribed');
+
+    // An unsubscribe is the person's own word: refused by the API, printed, exit 1; the contact stays.
+    const refused = await hopper(['suppressions', 'lift', '--channel', 'email', '--reason', 'unsubscribed'], {
+      ...env,
+      HOPPER_USER: String(t.adminId),
+    });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^hopper: .*\(400\)/);
+    assert.equal(await statusOf(c.id), 'Unsubscribed');
+    const badTime = await hopper(['suppressions', 'lift', '--channel', 'email', '--since', 'yesterday'], {
+      ...env,
+      HOPPER_USER: String(t.adminId),
+    });
+    assert.equal(badTime.code, 1);
+    assert.match(badTime.stderr, /since/);
+    const noChannel = await hopper(['suppressions', 'lift'], { ...env, HOPPER_USER: String(t.adminId) });
+    assert.equal(noChannel.code, 2);
+    assert.match(noChannel.stderr, /--channel/);
+    const badContact = await hopper(['suppressions', 'lift', '--channel', 'phone', '--contact', 'x'], env);
+    assert.equal(badContact.code, 2);
+  });
+
   test('runs as `npx hopper` from the repository (the workspace bin on Node 24)', async () => {
     const run = await new Promise<Run>((resolve) => {
       const bin = join(ROOT, 'node_modules', '.bin');

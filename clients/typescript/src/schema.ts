@@ -2079,7 +2079,7 @@ export interface components {
             subject: string;
             /** @description The plain-text body (HTML-only replies converted to text) */
             text: string;
-            /** @description An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office) */
+            /** @description An automatic reply (RFC 3834 Auto-Submitted, Precedence, out-of-office), or any message that came to the bounce address: kept, never counted in reply nor forwarded */
             auto_reply: boolean;
             /** @description SPF, DKIM and DMARC of the sender as the receiver found them; null for replies stored before Hopper checked */
             authentication: {
