@@ -43,7 +43,9 @@ describe('HTTP contract', () => {
       415,
       'unsupported_media_type',
     );
-    assertProblem(await admin.post('/v3/teams', 'hello', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+    const text = await admin.post('/v3/teams', 'hello', { 'content-type': 'text/plain' });
+    assertProblem(text, 415, 'unsupported_media_type');
+    assert.equal(text.body.detail, "POST /v3/teams takes a body of application/json; the request's Content-Type is text/plain.");
     assertProblem(await admin.post('/v3/teams', '{"name": ', { 'content-type': 'application/json' }), 400, 'bad_request');
     const huge = JSON.stringify({ name: 'x'.repeat(10 * 1024 * 1024) });
     assertProblem(await admin.post('/v3/teams', huge, { 'content-type': 'application/json' }), 413, 'payload_too_large');
