@@ -63,7 +63,11 @@ describe('HTTP contract', () => {
     assert.deepEqual(reply.body.errors.first_name, ['must be a string']);
     assert.deepEqual(reply.body.errors.last_name, ['is required']);
     assert.deepEqual(reply.body.errors.bogus, ['is not a known field']);
-    assert.equal(reply.body.message, '4 fields are invalid.');
+    assert.equal(
+      reply.body.message,
+      '4 fields are invalid. The last_name field is required. The bogus field is not a known field. ' +
+        'The first_name field must be a string. The email field must be a valid email address.',
+    );
   });
 
   test('401 problems carry WWW-Authenticate', async () => {
