@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { upload, wavFile } from '../../../test/media/fixtures.ts';
 import { TEST_POSTAL_ADDRESS } from '../../../test/sending/support/sending-app.ts';
 import { type SmtpSink, startSmtpSink } from '../../../test/sending/support/smtp-sink.ts';
 import { startTestApp, type TestApp } from '../../../test/support/test-app.ts';
@@ -165,6 +166,47 @@ describe('hopper: configure, create, send, watch, lift', () => {
     );
     assert.equal(both.code, 2);
     assert.match(both.stderr, /Say --send \(now\) or --at TIME \(later\), not both\./);
+  });
+
+  test('drops create: the audio, the caller id, the provider, to a tag; the audio too short said in a sentence', async () => {
+    const media = await upload(t.app, t.adminKey, t.adminId, 'open-house.wav', wavFile(6));
+    const short = await upload(t.app, t.adminKey, t.adminId, 'short.wav', wavFile(2));
+    const args = [
+      'drops',
+      'create',
+      '--name',
+      'Open house',
+      '--callback-number',
+      '(727) 232-9117',
+      '--provider',
+      'Sandbox',
+      '--tag',
+      'CLI send',
+    ];
+    const created = await hopper([...args, '--media', String(media.id), '--at', '2099-01-01T15:00:00Z'], env);
+    assert.equal(created.code, 0, created.stderr);
+    const [, id] =
+      /^Voicemail drop (\d+) created \(Scheduled\): scheduled for 2099-01-01T15:00:00Z; follow it with: hopper watch drop \1\.\n$/.exec(
+        created.stdout,
+      ) ?? [];
+    assert.ok(id, created.stdout);
+    const drop = await unwrap(client.api.GET('/v3/voicemail_drops/{id}', { params: { path: { id: Number(id) } } }));
+    assert.equal(drop.media_id, media.id);
+    assert.equal(drop.provider, 'Sandbox');
+    assert.deepEqual(
+      drop.recipients.map((r) => r.label),
+      ['CLI send'],
+    );
+    const refused = await hopper([...args, '--media', String(short.id)], env);
+    assert.equal(refused.code, 1);
+    assert.equal(
+      refused.stderr,
+      `hopper: Invalid request (400): The media_id field must name audio longer than 5 seconds, as providers refuse shorter audio (media ${short.id} is 2 s long).\n` +
+        `  media_id: must name audio longer than 5 seconds, as providers refuse shorter audio (media ${short.id} is 2 s long)\n`,
+    );
+    const noProvider = await hopper(['drops', 'create', '--name', 'x', '--media', '1', '--callback-number', '1', '--contact', '1'], env);
+    assert.equal(noProvider.code, 2);
+    assert.match(noProvider.stderr, /required option '--provider <name>' not specified/);
   });
 
   test('a draft from stdin, watched: watch says nothing sends a draft', async () => {
