@@ -115,6 +115,15 @@ describe('contact import: files as exported', () => {
     ]);
   });
 
+  test("Excel's sep= line names the separator; the lines after it keep their numbers", async () => {
+    const user = await freshUser();
+    const reply = await post(user, 'sep=;\r\nEmail;First name;Notes\r\nnot-an-email;Eva;"a, b, c"\r\neva@example.com;Eva;"x, y"\r\n');
+    assert.equal(reply.status, 200, reply.raw);
+    assert.equal(reply.body.file.separator, ';');
+    assert.equal(reply.body.created, 1);
+    assert.deepEqual(reply.body.refused, [{ line: 3, errors: { email: ['must be a valid email address'] } }]);
+  });
+
   test('Excel on Windows, "CSV (Comma delimited)": Windows-1252 read as such, never as U+FFFD', async () => {
     const user = await freshUser();
     const bytes = await fixture('windows-1252.csv');
