@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { getCACertificates, setDefaultCACertificates } from 'node:tls';
+import * as tls from 'node:tls';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createHopper, type Hopper, unwrap } from '../index.ts';
 import { describeProfiles, loadProfile, maskKey, type Profile, saveProfile } from './config.ts';
@@ -359,7 +359,11 @@ function trust(path: string): void {
   } catch (error) {
     throw new CliError(`Cannot read the certificate ${path} the profile names: ${(error as Error).message}`, 2);
   }
-  setDefaultCACertificates([...getCACertificates('default'), pem]);
+  // Node 22.19 and 24.5 have it; on an older Node the environment variable does the same.
+  if (typeof tls.setDefaultCACertificates !== 'function') {
+    throw new CliError(`This Node (${process.version}) cannot add a certificate itself: export NODE_EXTRA_CA_CERTS=${path} instead.`, 2);
+  }
+  tls.setDefaultCACertificates([...tls.getCACertificates('default'), pem]);
 }
 
 async function readAll(io: Io): Promise<string> {
