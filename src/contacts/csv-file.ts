@@ -270,10 +270,11 @@ export function rowBody(record: string[], map: ColumnMap): Record<string, unknow
         .split(tagSeparator)
         .map((tag) => tag.trim())
         .filter((tag) => tag !== '' && !(tagSeparator === GOOGLE_SPLIT && tag.startsWith('* ')));
-      if (tags.length > 0) body.tags = [...((body.tags as string[] | undefined) ?? []), ...tags];
+      if (tags.length > 0) body.tags = body.tags ? [...(body.tags as string[]), ...tags] : tags;
     } else if (!(field in body)) {
       // Google joins two numbers of one label with ` ::: `: the first is taken.
-      body[field] = field === 'email' || field === 'phone' ? (value.split(GOOGLE_SPLIT)[0] as string).trim() : value;
+      const several = (field === 'email' || field === 'phone') && value.indexOf(GOOGLE_SPLIT);
+      body[field] = several !== false && several > 0 ? value.slice(0, several).trim() : value;
     }
   }
   return body;
