@@ -42,14 +42,38 @@ export function addressFreedMeanwhile(email: string | null | undefined): DomainE
   return new DomainError('conflict', `The email address ${email} is taken and freed again meanwhile; try again.`);
 }
 
-/** A refusal naming each field and what is wrong with it; the message counts them like Laravel's. */
+/**
+ * The one answer to a value another resource already holds (a user's email, a tag's name, a
+ * contact's address): a 409 conflict naming the field, whatever the resource.
+ */
+export function duplicate(field: string, sentence: string, reason: string): DomainError {
+  return new DomainError('conflict', sentence, { [field]: [reason] });
+}
+
+/**
+ * A refusal naming each field and what is wrong with it: the detail is one sentence per field
+ * (its first reason), so a client that shows only the detail still says which fields and why.
+ */
 export function validationError(errors: FieldErrors): DomainError {
-  const fields = Object.keys(errors);
-  const message =
-    fields.length === 1
-      ? `The ${fields[0]} field ${(errors[fields[0] as string] as string[])[0]}.`
-      : `${fields.length} fields are invalid.`;
+  const sentences = Object.entries(errors).map(([field, reasons]) => `${capitalize(fieldPhrase(field))} ${reasons[0]}.`);
+  const message = sentences.length === 1 ? (sentences[0] as string) : `${sentences.length} fields are invalid. ${sentences.join(' ')}`;
   return new DomainError('validation', message, errors);
+}
+
+/**
+ * How a field's path reads in a sentence: `email` is "the email field", `tags.2` "item 3 of
+ * tags", `recipients.0.value` "the value field of item 1 of recipients".
+ */
+function fieldPhrase(path: string): string {
+  const item = /^(.+)\.(\d+)$/.exec(path);
+  if (item) return `item ${Number(item[2]) + 1} of ${item[1]}`;
+  const within = /^(.+)\.(\d+)\.([^.]+)$/.exec(path);
+  if (within) return `the ${within[3]} field of item ${Number(within[2]) + 1} of ${within[1]}`;
+  return `the ${path} field`;
+}
+
+function capitalize(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** Throws the collected field problems, if there are any, as one validation error. */

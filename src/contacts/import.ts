@@ -14,6 +14,7 @@ import {
   insertContactRows,
   updateContactColumns,
 } from './contacts.ts';
+import { decodeFile, type Mapping, mapColumns, rowBody, sniffSeparator } from './csv-file.ts';
 import { ensureTags, linkContactTags, tagKey } from './tags.ts';
 
 /**
@@ -29,7 +30,6 @@ export const MAX_IMPORT_BYTES = 20 * 1024 * 1024;
 const BATCH = 1000;
 const FIRST_ANALYZE = 5000;
 const YIELD_EVERY = 100;
-const COLUMNS = ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'status', 'tags'] as const;
 
 export const ImportResult = Type.Object(
   {
@@ -44,10 +44,21 @@ export const ImportResult = Type.Object(
         { title: 'RefusedRow' },
       ),
     ),
+    file: Type.Optional(
+      Type.Object(
+        {
+          encoding: Type.String({ description: 'The encoding the file was read in (utf-8, utf-16le, utf-16be, windows-1252, …)' }),
+          separator: Type.String({ description: 'The separator between cells: `,` `;` or a tab' }),
+          columns: Type.Record(Type.String(), Type.String(), { description: 'Each column of the header read, and the field it went to' }),
+          ignored_columns: Type.Array(Type.String(), { description: 'The header columns that went to no field' }),
+        },
+        { title: 'CsvReading', description: 'How a CSV file was read (absent for JSON lines)' },
+      ),
+    ),
   },
   { title: 'ContactImportResult' },
 );
-export type ImportResult = { created: number; updated: number; refused: { line: number; errors: FieldErrors }[] };
+export type ImportResult = { created: number; updated: number; refused: { line: number; errors: FieldErrors }[]; file?: CsvReading };
 
 /** One row as read from the file: its line and the body it stands for. */
 interface ImportRow {
@@ -58,50 +69,54 @@ interface ImportRow {
 /** Checks a row's body against the contact body schema; the HTTP layer words the errors. */
 type RowCheck = (body: Record<string, unknown>) => FieldErrors | undefined;
 
-/** Reads CSV: a header row of known field names (any case), `tags` separated by `;` or `,`. */
-export function readCsv(text: string): ImportRow[] {
+/** How a CSV file was read, for the answer: what the client can check and correct. */
+interface CsvReading {
+  encoding: string;
+  separator: string;
+  columns: Record<string, string>;
+  ignored_columns: string[];
+}
+
+/**
+ * Reads CSV (contacts/csv-file.ts): the bytes decoded, the separator sniffed, the header's columns
+ * mapped to fields (aliases, or the explicit `mapping`), `tags` separated by `;` only.
+ */
+export function readCsv(bytes: Uint8Array, charset: string | undefined, mapping: Mapping): { rows: ImportRow[]; reading: CsvReading } {
+  const { text, encoding } = decodeFile(bytes, charset);
+  const { separator, headerLine } = sniffSeparator(text);
   let records: { record: string[]; info: { lines: number } }[];
   try {
-    records = parse(text, { bom: true, info: true, relax_column_count: true, skip_empty_lines: true, to: MAX_IMPORT_ROWS + 2 }) as never;
+    records = parse(text, {
+      bom: true,
+      delimiter: separator,
+      from_line: headerLine,
+      info: true,
+      relax_column_count: true,
+      skip_empty_lines: true,
+      to: MAX_IMPORT_ROWS + 2,
+    }) as never;
   } catch (error) {
     throw new DomainError('bad_request', `The CSV cannot be read: ${(error as Error).message}`);
   }
   const [header, ...rows] = records;
   if (!header) throw new DomainError('bad_request', 'The CSV is empty: its first row must name the fields.');
-  const names = header.record.map((name) => name.trim().toLowerCase());
-  const unknown = names.filter((name) => !(COLUMNS as readonly string[]).includes(name));
-  const repeated = names.filter((name, i) => names.indexOf(name) !== i);
-  if (unknown.length > 0 || repeated.length > 0) {
-    const header: string[] = [];
-    if (unknown.length > 0) header.push(`unknown columns: ${unknown.join(', ')}; known: ${COLUMNS.join(', ')}`);
-    if (repeated.length > 0) header.push(`repeated columns: ${[...new Set(repeated)].join(', ')}`);
-    throw new DomainError('validation', `The CSV header names ${unknown.length > 0 ? 'unknown' : 'repeated'} columns.`, { header });
-  }
+  const map = mapColumns(header.record, mapping);
   tooMany(rows.length);
+  const width = header.record.length;
   // Plain loops: this runs once per row of files of up to 50,000 rows.
   const imported: ImportRow[] = new Array(rows.length);
   for (let r = 0; r < rows.length; r++) {
     const { record, info } = rows[r] as (typeof rows)[number];
-    const body: Record<string, unknown> = {};
+    const body = rowBody(record, map);
     let newlines = 0;
-    for (let i = 0; i < names.length; i++) {
-      const cell = record[i];
-      if (cell === undefined) continue;
-      if (cell.includes('\n')) newlines += cell.split('\n').length - 1;
-      // An empty cell leaves the field as it is (or to its default on a new contact).
-      const value = cell.trim();
-      if (value === '') continue;
-      const name = names[i] as string;
-      body[name] = name === 'tags' ? value.split(/[;,]/).map((tag) => tag.trim()) : value;
-    }
-    if (record.length > names.length) {
-      body[''] = record.slice(names.length);
-      for (const cell of record.slice(names.length)) newlines += cell.split('\n').length - 1;
-    }
+    for (const cell of record) if (cell.includes('\n')) newlines += cell.split('\n').length - 1;
+    if (record.length > width) body[''] = record.slice(width);
     // A record that spans lines (a quoted newline) is reported at its first line.
     imported[r] = { line: info.lines - newlines, body };
   }
-  return imported;
+  const columns: Record<string, string> = {};
+  for (const { column, field } of map.fields) columns[header.record[column] as string] = field;
+  return { rows: imported, reading: { encoding, separator, columns, ignored_columns: map.ignored } };
 }
 
 /** Reads JSON lines: one contact body per non-blank line. */

@@ -5,7 +5,7 @@ import { uniqueOn } from '../db/errors.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { TagRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { validationError } from '../errors.ts';
+import { type DomainError, duplicate, validationError } from '../errors.ts';
 import { Id, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 
@@ -106,9 +106,14 @@ export async function searchTags(db: Db, userId: number, params: SearchParams) {
   return { ...result, rows: result.rows.map((row) => toApiTag(row, counts.get(row.id) ?? 0)) };
 }
 
+/** The owner has a tag of this name (in any case). */
+function nameHeld(name: string): DomainError {
+  return duplicate('name', `There is already a tag named ${tagName(name)}.`, 'is already the name of another tag');
+}
+
 export async function createTag(db: Db, userId: number, name: string, now: Date): Promise<TagRow> {
   return uniqueOn(
-    'name',
+    () => nameHeld(name),
     db
       .insertInto('tags')
       .values({ user_id: userId, name: tagName(name), created_at: now, updated_at: now })
@@ -120,7 +125,7 @@ export async function createTag(db: Db, userId: number, name: string, now: Date)
 /** Undefined when the tag was deleted meanwhile. */
 export async function renameTag(db: Db, tag: TagRow, name: string, now: Date): Promise<TagRow | undefined> {
   return uniqueOn(
-    'name',
+    () => nameHeld(name),
     db
       .updateTable('tags')
       .set({ name: tagName(name), updated_at: now })

@@ -1,4 +1,4 @@
-import { validationError } from '../errors.ts';
+import type { DomainError } from '../errors.ts';
 
 /**
  * True for PostgreSQL's unique_violation (23505), from pg and PGlite alike; of that index or
@@ -12,13 +12,13 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
 
 /**
  * A write guarded by a unique index: two requests racing for one value both pass the checks
- * before it, the index decides, and the loser gets the same validation error naming `field`.
+ * before it, the index decides, and the loser gets the 409 every duplicate gets (`duplicate`).
  */
-export async function uniqueOn<T>(field: string, write: Promise<T>): Promise<T> {
+export async function uniqueOn<T>(conflict: () => DomainError, write: Promise<T>): Promise<T> {
   try {
     return await write;
   } catch (error) {
-    if (isUniqueViolation(error)) throw validationError({ [field]: ['is already taken'] });
+    if (isUniqueViolation(error)) throw conflict();
     throw error;
   }
 }

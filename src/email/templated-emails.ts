@@ -195,7 +195,7 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
     const owner = await findSenderFields(db, ownerId);
     if (!owner?.postal_address) {
       errors.postal_address = [
-        'the owner has no postal address (PUT /v3/users/{id} postal_address) and the operator set no MAIL_POSTAL_ADDRESS',
+        `is required to send email, and the owner has none: set it with PUT /v3/users/${ownerId} {"postal_address": "…"} (or the operator sets MAIL_POSTAL_ADDRESS)`,
       ];
     }
   }

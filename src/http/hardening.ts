@@ -50,7 +50,16 @@ export function registerHardening(app: App, options: { secure: boolean; trustPro
   app.addHook('preValidation', async (request) => {
     const params = (request.params ?? {}) as Record<string, string>;
     const bad = Object.keys(params).filter((name) => (name === 'id' || name.endsWith('_id')) && !/^\d{1,16}$/.test(params[name] ?? ''));
-    if (bad.length > 0) throw validationError(Object.fromEntries(bad.map((name) => [name, ['must be a positive integer']])));
+    if (bad.length > 0) {
+      throw validationError(
+        Object.fromEntries(
+          bad.map((name) => [
+            name,
+            [/^\d+$/.test(params[name] ?? '') ? 'has more digits than any id (at most 16)' : 'must be an id: digits only, such as 42'],
+          ]),
+        ),
+      );
+    }
   });
 }
 

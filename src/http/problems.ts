@@ -179,7 +179,7 @@ function toHttpError(err: FastifyError, request: FastifyRequest, bodyLimit: numb
         `The body is larger than the limit of ${request.routeOptions.bodyLimit ?? bodyLimit} bytes.`,
       );
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new HttpError('unsupported_media_type', 'Send the body as JSON with the header Content-Type: application/json.');
+      return new HttpError('unsupported_media_type', acceptedBodies(request));
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new HttpError('bad_request', 'The body is not valid JSON.');
   }
@@ -195,4 +195,16 @@ function toHttpError(err: FastifyError, request: FastifyRequest, bodyLimit: numb
     });
   }
   return new HttpError('internal', `The server could not process the request (error id ${request.id}).`);
+}
+
+/** What a route's body may be, said to a request with another Content-Type. */
+function acceptedBodies(request: FastifyRequest): string {
+  const body = (request.routeOptions.schema as { body?: { content?: Record<string, unknown> } } | undefined)?.body;
+  const types = body?.content ? Object.keys(body.content) : ['application/json'];
+  const sent = String(request.headers['content-type'] ?? '')
+    .split(';')[0]
+    ?.trim();
+  const takes = types.length === 1 ? types[0] : `${types.slice(0, -1).join(', ')} or ${types.at(-1)}`;
+  const path = (request.routeOptions.url ?? request.url.split('?')[0] ?? '').replace(/:(\w+)/g, '{$1}');
+  return `${request.method} ${path} takes a body of ${takes}; the request's Content-Type is ${sent || 'missing'}.`;
 }

@@ -2,7 +2,7 @@ import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import fastJsonStringify, { type Options as SerializerOptions } from 'fast-json-stringify';
 import type { FastifySchemaCompiler } from 'fastify';
-import { type DomainError, type FieldErrors, validationError } from '../errors.ts';
+import { DomainError, type FieldErrors, validationError } from '../errors.ts';
 
 const shared: Options = { allErrors: true, removeAdditional: false, useDefaults: true, verbose: true, strict: false };
 
@@ -63,6 +63,8 @@ const TYPE_NAMES: Record<string, string> = {
 /** What Hopper reads of one Ajv error (Fastify passes them on as `error.validation`). */
 interface SchemaError {
   keyword: string;
+  /** The value refused (Ajv's `verbose`). */
+  data?: unknown;
   instancePath: string;
   params: Record<string, unknown>;
   parentSchema?: unknown;
@@ -78,7 +80,13 @@ export function toValidationError(errors: readonly SchemaError[], context: strin
     fields[key] = list;
   };
   for (const error of errors) {
-    const path = error.instancePath.slice(1).replaceAll('/', '.');
+    // The body itself is not an object (an array, a string): no field is wrong, the whole is.
+    if (error.instancePath === '' && error.keyword === 'type' && (context === 'body' || context === undefined)) {
+      return new DomainError('bad_request', `The request body must be a JSON object, not ${jsonKind(error.data)}.`);
+    }
+    let path = error.instancePath.slice(1).replaceAll('/', '.');
+    // A query parameter given once is read as a list of one: its errors name the parameter, not `status.0`.
+    if (context === 'querystring') path = path.replace(/\.\d+$/, '');
     const join = (name: string) => (path ? `${path}.${name}` : name);
     const params = error.params as Record<string, unknown>;
     switch (error.keyword) {
@@ -100,6 +108,18 @@ export function toValidationError(errors: readonly SchemaError[], context: strin
     }
   }
   return validationError(fields);
+}
+
+function jsonKind(value: unknown): string {
+  if (Array.isArray(value)) return 'an array';
+  if (value === null) return 'null';
+  return typeof value === 'string'
+    ? 'a string'
+    : typeof value === 'number'
+      ? 'a number'
+      : typeof value === 'boolean'
+        ? 'a boolean'
+        : 'that';
 }
 
 function describe(error: SchemaError): string {

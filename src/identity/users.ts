@@ -5,7 +5,7 @@ import { uniqueOn } from '../db/errors.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { NewUser, UserRow, UserUpdate } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { DomainError, type FieldErrors, throwIfAny } from '../errors.ts';
+import { DomainError, duplicate, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
@@ -136,10 +136,13 @@ async function checkReferences(db: Db, changes: References, exceptId?: number): 
   if (changes.team_id) {
     if (!(await teamExists(db, changes.team_id))) errors.team_id = ['does not name an existing team'];
   }
-  if (changes.email !== undefined && (await emailTaken(db, changes.email, exceptId))) {
-    errors.email = ['is already taken'];
-  }
   throwIfAny(errors);
+  if (changes.email !== undefined && (await emailTaken(db, changes.email, exceptId))) throw emailHeld(changes.email);
+}
+
+/** Another live user has this address (in any case). */
+function emailHeld(email: string): DomainError {
+  return duplicate('email', `Another user already has the email address ${email}.`, 'is already the email address of another user');
 }
 
 /** Roles are granted by a Team Administrator or higher, never above the granter's own rank. */
@@ -175,7 +178,7 @@ export function searchUsers(db: Db, principal: Principal, params: SearchParams) 
 }
 
 export async function insertUser(db: Db, user: NewUser): Promise<UserRow> {
-  return uniqueOn('email', db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow());
+  return uniqueOn(() => emailHeld(user.email), db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow());
 }
 
 /** A user made through the API: an Administrator makes anyone, a Team Administrator users of their own team. */
@@ -331,7 +334,7 @@ function isActiveAdministrator(user: Pick<UserRow, 'roles' | 'status' | 'deleted
 
 async function updateUser(db: Db, id: number, changes: UserUpdate, now: Date): Promise<UserRow> {
   return uniqueOn(
-    'email',
+    () => emailHeld(changes.email ?? ''),
     db
       .updateTable('users')
       .set({ ...changes, updated_at: now })

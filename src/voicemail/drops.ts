@@ -133,12 +133,12 @@ async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, cur
   if (body.media_id !== undefined) {
     const named = await findOwnedMedia(db, ownerId, body.media_id);
     if (!named) errors.media_id = ["does not name one of the owner's media items"];
-    else if (!isAudioMedia(named)) errors.media_id = [`must name an audio file (this one is ${named.mime_type})`];
+    else if (!isAudioMedia(named)) errors.media_id = [`must name an audio file (media ${named.id} is ${named.mime_type})`];
     else if (!dropAudioType(named.mime_type))
-      errors.media_id = [`must be WAV, MP3 or M4A audio, the formats providers play (this one is ${named.mime_type})`];
+      errors.media_id = [`must name WAV, MP3 or M4A audio, the formats providers play (media ${named.id} is ${named.mime_type})`];
     else if (named.duration_seconds !== null && named.duration_seconds <= MIN_DROP_SECONDS) {
       errors.media_id = [
-        `must be longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (this one is ${named.duration_seconds} s)`,
+        `must name audio longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (media ${named.id} is ${named.duration_seconds} s long)`,
       ];
     } else {
       changes.media_id = named.id;

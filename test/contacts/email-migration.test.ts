@@ -166,8 +166,8 @@ describe('migration 0021 on contacts that already share addresses', () => {
     await assertRefused(async () => updateContact(db, await contact('Dup 3'), { email: 'Dup@example.test' }, now), dup2);
 
     // The import matches the holder and updates it.
-    const csv = readCsv('email,first_name\nDup@EXAMPLE.test,Dup 2 imported\nnew@example.test,New\n');
-    assert.deepEqual(await importContacts(db, userId, csv, () => undefined, [], now), { created: 1, updated: 1, refused: [] });
+    const csv = readCsv(Buffer.from('email,first_name\nDup@EXAMPLE.test,Dup 2 imported\nnew@example.test,New\n'), undefined, new Map());
+    assert.deepEqual(await importContacts(db, userId, csv.rows, () => undefined, [], now), { created: 1, updated: 1, refused: [] });
     assert.equal(
       (await db.selectFrom('contacts').select('first_name').where('id', '=', dup2).executeTakeFirstOrThrow()).first_name,
       'Dup 2 imported',

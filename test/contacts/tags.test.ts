@@ -55,10 +55,11 @@ describe('tags', () => {
     const first = await client.post(`/v3/users/${owner.id}/tags`, { name: 'Investors' });
     assert.equal(first.status, 201);
     const again = await client.post(`/v3/users/${owner.id}/tags`, { name: 'INVESTORS ' });
-    assertProblem(again, 400, 'validation');
-    assert.deepEqual(again.body.errors, { name: ['is already taken'] });
+    assertProblem(again, 409, 'conflict');
+    assert.equal(again.body.detail, 'There is already a tag named INVESTORS.');
+    assert.deepEqual(again.body.errors, { name: ['is already the name of another tag'] });
     const other = await client.post(`/v3/users/${owner.id}/tags`, { name: 'Renters' });
-    assertProblem(await client.put(`/v3/tags/${other.body.id}`, { name: 'investors' }), 400, 'validation');
+    assertProblem(await client.put(`/v3/tags/${other.body.id}`, { name: 'investors' }), 409, 'conflict');
     const recased = await client.put(`/v3/tags/${first.body.id}`, { name: 'investors' });
     assert.equal(recased.status, 200, 'a tag may change the case of its own name');
     const stranger = await createUser(t, 'User', await createTeam(t));

@@ -43,7 +43,9 @@ describe('HTTP contract', () => {
       415,
       'unsupported_media_type',
     );
-    assertProblem(await admin.post('/v3/teams', 'hello', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+    const text = await admin.post('/v3/teams', 'hello', { 'content-type': 'text/plain' });
+    assertProblem(text, 415, 'unsupported_media_type');
+    assert.equal(text.body.detail, "POST /v3/teams takes a body of application/json; the request's Content-Type is text/plain.");
     assertProblem(await admin.post('/v3/teams', '{"name": ', { 'content-type': 'application/json' }), 400, 'bad_request');
     const huge = JSON.stringify({ name: 'x'.repeat(10 * 1024 * 1024) });
     assertProblem(await admin.post('/v3/teams', huge, { 'content-type': 'application/json' }), 413, 'payload_too_large');
@@ -61,7 +63,11 @@ describe('HTTP contract', () => {
     assert.deepEqual(reply.body.errors.first_name, ['must be a string']);
     assert.deepEqual(reply.body.errors.last_name, ['is required']);
     assert.deepEqual(reply.body.errors.bogus, ['is not a known field']);
-    assert.equal(reply.body.message, '4 fields are invalid.');
+    assert.equal(
+      reply.body.message,
+      '4 fields are invalid. The last_name field is required. The bogus field is not a known field. ' +
+        'The first_name field must be a string. The email field must be a valid email address.',
+    );
   });
 
   test('401 problems carry WWW-Authenticate', async () => {

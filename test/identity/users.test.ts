@@ -90,11 +90,13 @@ describe('users', () => {
     const first = await admin.post('/v3/users', { first_name: 'A', last_name: 'B', email: 'dup@example.com' });
     assert.equal(first.status, 201);
     const second = await admin.post('/v3/users', { first_name: 'C', last_name: 'D', email: 'DUP@example.com' });
-    assertProblem(second, 400, 'validation');
-    assert.deepEqual(second.body.errors, { email: ['is already taken'] });
+    assertProblem(second, 409, 'conflict');
+    assert.equal(second.body.detail, 'Another user already has the email address DUP@example.com.');
+    assert.deepEqual(second.body.errors, { email: ['is already the email address of another user'] });
     const other = await admin.post('/v3/users', { first_name: 'E', last_name: 'F', email: 'other@example.com' });
     const clash = await admin.put(`/v3/users/${other.body.id}`, { email: 'Dup@Example.com' });
-    assert.deepEqual(clash.body.errors, { email: ['is already taken'] });
+    assertProblem(clash, 409, 'conflict');
+    assert.deepEqual(clash.body.errors, { email: ['is already the email address of another user'] });
     const same = await admin.put(`/v3/users/${first.body.id}`, { email: 'DUP@example.com' });
     assert.equal(same.status, 200, 'a user may change the case of their own address');
   });

@@ -17,10 +17,11 @@ export function asKey(app: App, key: string | undefined) {
       url,
       headers: {
         ...(key ? { authorization: `Bearer ${key}` } : {}),
-        ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
+        ...(body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body) ? { 'content-type': 'application/json' } : {}),
         ...headers,
       },
-      payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      // A string or a Buffer (a file's bytes) is sent as it is; anything else as JSON.
+      payload: body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
     });
     const type = String(response.headers['content-type'] ?? '');
     return {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { SingleBar } from 'cli-progress';
@@ -22,6 +23,8 @@ export interface ImportOptions {
   errorsPath: string;
   /** Rows per request. */
   chunkRows: number;
+  /** `NAME:field` mappings of columns, passed on as the API's `column` parameters. */
+  columns: string[];
 }
 
 export interface ImportSummary {
@@ -29,6 +32,11 @@ export interface ImportSummary {
   created: number;
   updated: number;
   refused: { line: number; errors: Record<string, string[]> }[];
+  /** How the file was read: its encoding and separator (found here), its columns (mapped by the API). */
+  encoding: string;
+  separator: string;
+  columns: Record<string, string>;
+  ignored: string[];
 }
 
 /** A chunk's CSV stays well under the API's 20 MB however wide the rows. */
@@ -47,8 +55,14 @@ export function defaultErrorsPath(file: string): string {
 }
 
 export async function importContacts(io: Io, hopper: Hopper, file: string, options: ImportOptions): Promise<ImportSummary> {
-  const [header, rows] = readRows(await readFile(file, 'utf8'), file);
-  const summary: ImportSummary = { rows: rows.length, created: 0, updated: 0, refused: [] };
+  const { text, encoding } = decode(await readFile(file), file);
+  const separator = sniffSeparator(text);
+  const [header, rows] = readRows(text, separator, file);
+  const summary: ImportSummary = { rows: rows.length, created: 0, updated: 0, refused: [], encoding, separator, columns: {}, ignored: [] };
+  const query = {
+    ...(options.tags.length > 0 ? { tag: options.tags } : {}),
+    ...(options.columns.length > 0 ? { column: options.columns } : {}),
+  };
   const bar = io.stderr.isTTY
     ? new SingleBar({
         stream: io.stderr,
@@ -70,12 +84,15 @@ export async function importContacts(io: Io, hopper: Hopper, file: string, optio
       const toFileLine = (chunkLine: number) => fileLine.get(chunkLine) ?? chunkLine;
       const result: ContactImportResult = await unwrap(
         hopper.api.POST('/v3/users/{user_id}/contacts/import', {
-          params: { path: { user_id: options.userId }, query: options.tags.length > 0 ? { tag: options.tags } : {} },
-          headers: { 'content-type': 'text/csv', 'idempotency-key': randomUUID() },
+          params: { path: { user_id: options.userId }, query },
+          // Re-written here as UTF-8 with commas, whatever the file's encoding and separator.
+          headers: { 'content-type': 'text/csv; charset=utf-8', 'idempotency-key': randomUUID() },
           body: [header, ...chunk.map((row) => row.csv)].join('\n'),
           bodySerializer: (body: string) => body,
         }),
       );
+      summary.columns = result.file?.columns ?? {};
+      summary.ignored = result.file?.ignored_columns ?? [];
       summary.created += result.created;
       summary.updated += result.updated;
       for (const refused of result.refused) {
@@ -99,10 +116,17 @@ export async function importContacts(io: Io, hopper: Hopper, file: string, optio
 }
 
 /** The header and each row, re-written as CSV (every cell quoted) with the line it starts on. */
-function readRows(text: string, file: string): [string, Row[]] {
+function readRows(text: string, separator: string, file: string): [string, Row[]] {
   let records: { record: string[]; info: { lines: number } }[];
   try {
-    records = parse(text, { bom: true, info: true, relax_column_count: true, skip_empty_lines: true }) as never;
+    records = parse(text, {
+      bom: true,
+      delimiter: separator,
+      from_line: /^\uFEFF?sep=.\r?\n/i.test(text) ? 2 : 1,
+      info: true,
+      relax_column_count: true,
+      skip_empty_lines: true,
+    }) as never;
   } catch (error) {
     throw new CliError(`${file} is not CSV that can be read: ${(error as Error).message}`);
   }
@@ -116,6 +140,42 @@ function readRows(text: string, file: string): [string, Row[]] {
     lines: newlines(record) + 1,
   }));
   return [toCsvLine(header.record), rows];
+}
+
+/**
+ * The file's text, as the API finds it (docs/contacts.md, "Bulk import"): UTF-8 or UTF-16 by a byte
+ * order mark, UTF-8 when the bytes are, else Windows-1252 (Excel's and Outlook's "ANSI"), unless
+ * they hold bytes that encoding leaves undefined: then the file is refused, never read with U+FFFD.
+ */
+function decode(bytes: Buffer, file: string): { text: string; encoding: string } {
+  const as = (encoding: string) => ({ text: new TextDecoder(encoding, { fatal: true }).decode(bytes), encoding });
+  try {
+    if (bytes[0] === 0xff && bytes[1] === 0xfe) return as('utf-16le');
+    if (bytes[0] === 0xfe && bytes[1] === 0xff) return as('utf-16be');
+    if (isUtf8(bytes)) return as('utf-8');
+  } catch {
+    throw new CliError(`${file} starts with a UTF-16 byte order mark but is not UTF-16: save it again as "CSV UTF-8".`);
+  }
+  const odd = bytes.findIndex((byte) => byte === 0 || [0x81, 0x8d, 0x8f, 0x90, 0x9d].includes(byte));
+  if (odd !== -1) {
+    const line = bytes.subarray(0, odd).filter((byte) => byte === 0x0a).length + 1;
+    throw new CliError(`${file} is neither UTF-8 nor Windows-1252 (line ${line} holds a byte that is in neither): save it as "CSV UTF-8".`);
+  }
+  return { text: new TextDecoder('windows-1252').decode(bytes), encoding: 'windows-1252' };
+}
+
+/** Excel's `sep=` line, else the most frequent of `,` `;` tab in the header row outside quotes. */
+function sniffSeparator(text: string): string {
+  const hint = /^\uFEFF?sep=([,;\t])\r?\n/i.exec(text);
+  if (hint) return hint[1] as string;
+  const counts: Record<string, number> = { ',': 0, ';': 0, '\t': 0 };
+  let quoted = false;
+  for (const char of text) {
+    if (char === '"') quoted = !quoted;
+    else if (!quoted && (char === '\n' || char === '\r')) break;
+    else if (!quoted && char in counts) counts[char] = (counts[char] ?? 0) + 1;
+  }
+  return ['\t', ';', ','].reduce((best, candidate) => ((counts[candidate] ?? 0) > (counts[best] ?? 0) ? candidate : best), ',');
 }
 
 function toCsvLine(cells: string[]): string {

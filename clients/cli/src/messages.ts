@@ -19,11 +19,15 @@ type Status = Message['status'];
 
 interface Kind {
   noun: string;
+  /** Its commands' name: `hopper drops …`, `hopper emails …`. */
+  command: 'drops' | 'emails';
   list(hopper: Hopper, userId: number, query: ListQuery): AsyncGenerator<Message>;
   get(hopper: Hopper, id: number): Promise<Message>;
   setStatus(hopper: Hopper, id: number, status: 'Scheduled' | 'Saved' | 'Cancelled'): Promise<Message>;
   /** How many of the message's deliveries are in this state. */
   deliveriesIn(hopper: Hopper, id: number, state: Delivery['state']): Promise<number>;
+  /** How many deliveries (one per recipient) the message has. */
+  deliveriesTotal(hopper: Hopper, id: number): Promise<number>;
   title(message: Message): string;
 }
 
@@ -51,6 +55,7 @@ const PER_PAGE = 100;
 export const KINDS: Record<'drop' | 'email', Kind> = {
   drop: {
     noun: 'Voicemail drop',
+    command: 'drops',
     list: (hopper, userId, { status, name }) =>
       hopper.paginate('/v3/users/{user_id}/voicemail_drops', {
         path: { user_id: userId },
@@ -70,10 +75,14 @@ export const KINDS: Record<'drop' | 'email', Kind> = {
           hopper.api.GET('/v3/voicemail_drops/{id}/deliveries', { params: { path: { id }, query: { state: [state], per_page: 1 } } }),
         )
       ).meta.total,
+    deliveriesTotal: async (hopper, id) =>
+      (await unwrap(hopper.api.GET('/v3/voicemail_drops/{id}/deliveries', { params: { path: { id }, query: { per_page: 1 } } }))).meta
+        .total,
     title: (message) => (message as Drop).name,
   },
   email: {
     noun: 'Templated email',
+    command: 'emails',
     list: (hopper, userId, { status, name }) =>
       hopper.paginate('/v3/users/{user_id}/templated_emails', {
         path: { user_id: userId },
@@ -93,6 +102,9 @@ export const KINDS: Record<'drop' | 'email', Kind> = {
           hopper.api.GET('/v3/templated_emails/{id}/deliveries', { params: { path: { id }, query: { state: [state], per_page: 1 } } }),
         )
       ).meta.total,
+    deliveriesTotal: async (hopper, id) =>
+      (await unwrap(hopper.api.GET('/v3/templated_emails/{id}/deliveries', { params: { path: { id }, query: { per_page: 1 } } }))).meta
+        .total,
     title: (message) => (message as Email).subject,
   },
 };
@@ -135,7 +147,7 @@ export async function showMessage(io: Io, hopper: Hopper, kind: Kind, id: number
 function describeList(name: string, values: unknown[]): string {
   if (name !== 'recipients') return values.length === 0 ? '' : JSON.stringify(values);
   return (values as { group: string; label: string; value: number }[])
-    .map(({ group, label, value }) => `${group}: ${label || value} (${value})`)
+    .map(({ group, label, value }) => `${group}: ${label || value} (${group === 'Tags' ? 'tag' : 'contact'} ${value})`)
     .join(', ');
 }
 

@@ -126,6 +126,29 @@ export function createHopper(options: HopperOptions): Hopper {
 }
 
 const RETRIED = new Set([429, 503]);
+/**
+ * Failures that trying again does not mend: nothing listens there, no such host, a certificate not
+ * trusted. They are thrown at once (a dropped connection is still tried again).
+ */
+const FINAL_CAUSES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_SSL_WRONG_VERSION_NUMBER',
+]);
+
+function isRetriable(error: unknown): boolean {
+  const code = (error as { cause?: { code?: string } })?.cause?.code;
+  return !(code && FINAL_CAUSES.has(code));
+}
 
 /** A fetch that retries 429/503 and dropped connections; a POST keeps one Idempotency-Key throughout. */
 export function retrying(fetch: typeof globalThis.fetch, attempts: number, backoffMs: number): (request: Request) => Promise<Response> {
@@ -138,7 +161,7 @@ export function retrying(fetch: typeof globalThis.fetch, attempts: number, backo
       try {
         response = await fetch(new Request(request.url, { method: request.method, headers, body, signal: request.signal }));
       } catch (error) {
-        if (attempt >= attempts || request.signal.aborted) throw error;
+        if (attempt >= attempts || request.signal.aborted || !isRetriable(error)) throw error;
       }
       if (response && (!RETRIED.has(response.status) || attempt >= attempts)) return response;
       await response?.body?.cancel();

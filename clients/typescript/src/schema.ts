@@ -564,7 +564,7 @@ export interface paths {
         put?: never;
         /**
          * Import contacts from CSV or JSON lines (up to 50,000 rows or 20 MB)
-         * @description The body is the file: `text/csv` with a header row naming the fields (first_name, last_name, email, phone, time_zone, status, tags; tags separated by `;`), or `application/x-ndjson` with one contact body a line. A row whose email (any case), or without an email whose phone, matches a live contact updates it: the non-empty cells are written and its tags are added to. Other rows are created. Invalid rows are refused with their line and the reasons, the others imported, in batches that each commit whole. Importing the same file again creates nothing.
+         * @description The body is the file: `text/csv` with a header row naming the columns, or `application/x-ndjson` with one contact body a line. A CSV is read as exported by Google Contacts, Outlook, Apple Contacts or a spreadsheet: its encoding found (UTF-8 with or without a byte order mark, UTF-16, Windows-1252; or the `charset` the Content-Type names) or the file refused, never guessed into replacement characters; its separator (`,` `;` tab) sniffed from the header row; its columns mapped to first_name, last_name, email, phone, time_zone, status and tags by the names they go by in exports (case, spacing and punctuation ignored) or by `column` mappings; columns that map to no field are ignored and listed in `file.ignored_columns`. Tags are separated by `;` (Google's `Labels` by ` ::: `). A row whose email (any case), or without an email whose phone, matches a live contact updates it: the non-empty cells are written and its tags are added to. Other rows are created. Invalid rows are refused with their line and the reasons, the others imported, in batches that each commit whole. Importing the same file again creates nothing.
          */
         post: operations["importContacts"];
         delete?: never;
@@ -1562,12 +1562,26 @@ export interface components {
                 [key: string]: string[];
             };
         };
+        /** @description How a CSV file was read (absent for JSON lines) */
+        CsvReading: {
+            /** @description The encoding the file was read in (utf-8, utf-16le, utf-16be, windows-1252, …) */
+            encoding: string;
+            /** @description The separator between cells: `,` `;` or a tab */
+            separator: string;
+            /** @description Each column of the header read, and the field it went to */
+            columns: {
+                [key: string]: string;
+            };
+            /** @description The header columns that went to no field */
+            ignored_columns: string[];
+        };
         ContactImportResult: {
             /** @description Contacts created */
             created: number;
             /** @description Existing contacts (matched by email, or by phone without one) updated */
             updated: number;
             refused: components["schemas"]["RefusedRow"][];
+            file?: components["schemas"]["CsvReading"];
         };
         Tag: {
             readonly id: number;
@@ -3642,6 +3656,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4136,7 +4151,10 @@ export interface operations {
     importContacts: {
         parameters: {
             query?: {
+                /** @description A tag added to every contact imported */
                 tag?: string[];
+                /** @description A mapping `NAME:field` of a header column (any case and spacing) to a contact field, or to `ignore`; it wins over the names the column would otherwise go by (`column=Handy:phone`) */
+                column?: string[];
             };
             header?: {
                 /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
@@ -4150,6 +4168,8 @@ export interface operations {
         requestBody: {
             content: {
                 "text/csv": string;
+                "application/csv": string;
+                "text/tab-separated-values": string;
                 "application/x-ndjson": string;
             };
         };
@@ -4351,6 +4371,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -22,6 +22,8 @@ import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schem
 export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['Tags'];
   const errors = problems(...AUTHENTICATED_ERRORS);
+  // A create or a rename may name a tag the owner has.
+  const writeErrors = problems(...AUTHENTICATED_ERRORS, 409);
   const reachableTag = async (principal: Principal, id: number) => requireReachable(principal, await findTag(db, id), 'Tag', id).row;
 
   app.get(
@@ -43,7 +45,7 @@ export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, cl
     '/users/:user_id/tags',
     {
       config: { owner: 'user_id' },
-      schema: { tags, summary: 'Create a tag', params: UserIdParams, body: CreateTagBody, response: { 201: Tag, ...errors } },
+      schema: { tags, summary: 'Create a tag', params: UserIdParams, body: CreateTagBody, response: { 201: Tag, ...writeErrors } },
     },
     async (request, reply) => {
       const row = await createTag(db, request.owner.id, request.body.name, clock());
@@ -58,7 +60,7 @@ export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, cl
   app.put(
     '/tags/:id',
     {
-      schema: { tags, summary: 'Rename a tag', params: IdParams, body: UpdateTagBody, response: { 200: Tag, ...errors } },
+      schema: { tags, summary: 'Rename a tag', params: IdParams, body: UpdateTagBody, response: { 200: Tag, ...writeErrors } },
     },
     async (request) => {
       const tag = await reachableTag(request.principal, request.params.id);

@@ -17,6 +17,8 @@ import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 export const userRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
   const tags = ['Users'];
   const errors = problems(...AUTHENTICATED_ERRORS);
+  // A create or an update may name an email another user has.
+  const writeErrors = problems(...AUTHENTICATED_ERRORS, 409);
 
   app.get(
     '/users',
@@ -38,7 +40,7 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
         tags,
         summary: 'Create a user (Administrator, or Team Administrator for their team)',
         body: CreateUserBody,
-        response: { 201: User, ...errors },
+        response: { 201: User, ...writeErrors },
       },
     },
     async (request, reply) => {
@@ -62,7 +64,7 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
         summary: 'Update a user (only the fields sent)',
         params: IdParams,
         body: UpdateUserBody,
-        response: { 200: User, ...errors },
+        response: { 200: User, ...writeErrors },
       },
     },
     async (request) => {
