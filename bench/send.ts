@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { get as httpsGet } from 'node:https';
+import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -17,6 +19,7 @@ import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
 import { cpuMeter } from './cpu.ts';
+import { npmStart } from './npm-start.ts';
 import { type Sink, startSink } from './sink.ts';
 
 /**
@@ -33,16 +36,19 @@ import { type Sink, startSink } from './sink.ts';
  *
  * Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CONTACTS,
  * SMTP_MAX_CONNECTIONS (per process, default 5, used by the baseline too), BENCH_RUNS (comma list of
- * baseline,one,small,two,dkim,dkim-ed25519 to run a subset), BENCH_WORKER_FLAGS (Node flags for the workers, e.g.
+ * baseline,all-baseline,all,one,small,two,dkim,dkim-ed25519 to run a subset; `all` is `npm start`'s ROLE=all
+ * with BENCH_ALL_CONTACTS, 10,000, against `all-baseline`, the baseline at that count), BENCH_WORKER_FLAGS (Node flags for the workers, e.g.
  * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them), BENCH_VERBOSE=1 (show the workers' output).
  */
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 100_000);
 const SMALL = Math.max(1000, Math.round(CONTACTS / 10));
 const CONNECTIONS = Number(process.env.SMTP_MAX_CONNECTIONS ?? 5);
-const RUNS = new Set((process.env.BENCH_RUNS ?? 'baseline,one,small,two,dkim,dkim-ed25519').split(','));
+const RUNS = new Set((process.env.BENCH_RUNS ?? 'baseline,all-baseline,all,one,small,two,dkim,dkim-ed25519').split(','));
 const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
 const RSS_LIMIT_MB = 200;
+/** Recipients of the `npm start` run (ROLE=all: the API and the engine in one process). */
+const ALL_CONTACTS = Number(process.env.BENCH_ALL_CONTACTS ?? 10_000);
 
 interface RunResult {
   label: string;
@@ -50,6 +56,8 @@ interface RunResult {
   seconds: number;
   perSecond: number;
   peakRssMb: number[];
+  /** Peak RSS of each process once started, before the send began. */
+  rssBeforeMb?: number[];
   /** CPU microseconds per message: the sender(s), the sink, PostgreSQL (all its processes on this machine, whoever uses them). */
   cpu: { sender: number; sink: number; postgres: number };
 }
@@ -131,8 +139,13 @@ interface Worker {
 }
 
 function startWorker(env: Record<string, string>, index: number): Worker {
-  const args = (process.env.BENCH_WORKER_FLAGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...args, MAIN], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As `npm start` runs it: its Node flags and environment (package.json), then any of the bench's own.
+  const start = npmStart();
+  const args = [...start.args, ...(process.env.BENCH_WORKER_FLAGS ?? '').split(' ').filter(Boolean)];
+  const child = spawn(process.execPath, [...args, MAIN], {
+    env: { ...process.env, ...start.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const ready = new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
@@ -151,6 +164,66 @@ function startWorker(env: Record<string, string>, index: number): Worker {
   return { child, ready, exited };
 }
 
+const METRICS_TOKEN = 'bench-metrics-token-0123456789';
+
+/**
+ * Samples the ROLE=all process's memory from its /metrics every 250 ms (resident, V8 heap used and
+ * committed, external, array buffers); the returned function stops and describes the sample with
+ * the highest RSS: where the high-water mark sits.
+ */
+function memorySampler(port: string): () => Promise<string> {
+  let top: Record<string, number> = { rss: 0 };
+  let running = true;
+  const read = () =>
+    new Promise<string>((resolve, reject) => {
+      httpsGet(
+        `https://127.0.0.1:${port}/metrics`,
+        { rejectUnauthorized: false, headers: { authorization: `Bearer ${METRICS_TOKEN}` } },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => {
+            text += chunk;
+          });
+          res.on('end', () => resolve(text));
+        },
+      ).on('error', reject);
+    });
+  /** A sample's value in MB: `name` is a metric, or a metric with its labels (`…{space="new"}`). */
+  const value = (text: string, name: string) => {
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `) || (!name.includes('{') && l.startsWith(`${name}{`)));
+    return Number(line?.split(' ').pop() ?? 0) / 2 ** 20;
+  };
+  const loop = (async () => {
+    while (running) {
+      const text = await read().catch(() => '');
+      const sample = {
+        rss: value(text, 'hopper_process_resident_memory_bytes'),
+        heapUsed: value(text, 'hopper_nodejs_heap_size_used_bytes'),
+        heapTotal: value(text, 'hopper_nodejs_heap_size_total_bytes'),
+        external: value(text, 'hopper_nodejs_external_memory_bytes'),
+        newSpace: value(text, 'hopper_nodejs_heap_space_size_total_bytes{space="new"}'),
+      };
+      if (sample.rss > (top.rss ?? 0)) top = sample;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  })();
+  return async () => {
+    running = false;
+    await loop;
+    return Object.entries(top)
+      .map(([name, mb]) => `${name} ${mb.toFixed(0)} MB`)
+      .join(', ');
+  };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 async function peakRssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
@@ -165,7 +238,13 @@ async function dkimEnv(dataDir: string, type: 'rsa' | 'ed25519'): Promise<Record
   return { DKIM_DOMAIN: 'hopper.bench', DKIM_SELECTOR: 'bench', DKIM_PRIVATE_KEY_FILE: file, MAIL_FROM: 'Hopper <mail@hopper.bench>' };
 }
 
-async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' | 'ed25519'): Promise<RunResult> {
+async function hopper(
+  sink: Sink,
+  n: number,
+  workerCount: number,
+  dkim?: 'rsa' | 'ed25519',
+  role: 'worker' | 'all' = 'worker',
+): Promise<RunResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-'));
   const schema = `bench_${randomBytes(5).toString('hex')}`;
   const env = {
@@ -188,13 +267,17 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
     await sink.reset();
     const workerEnv = {
       ...env,
-      ROLE: 'worker',
+      ROLE: role,
+      // ROLE=all serves the API too, as `npm start` does: on a port of its own, default logging.
+      ...(role === 'all' ? { PORT: String(await freePort()), HOST: '127.0.0.1', METRICS_TOKEN } : {}),
       LOG_LEVEL: 'info',
       SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
       SMTP_MAX_CONNECTIONS: String(CONNECTIONS),
     };
     for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1));
     await Promise.all(workers.map((w) => w.ready));
+    const before = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
+    const sampler = role === 'all' ? memorySampler(workerEnv.PORT as string) : undefined;
     const meter = await sendMeter(sink, () => workers.map((w) => w.child.pid!));
     await scheduleNow(database.db, queue, messageId);
 
@@ -214,6 +297,7 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
     if (row.status !== 'Sent') throw new Error(`the message ended ${row.status}: ${row.reason}`);
     const cpu = await meter(n);
     const peaks = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
+    if (sampler) console.log(`  memory at the highest RSS sampled: ${await sampler()}`);
     const seconds = (row.sent_at!.getTime() - row.sending_at!.getTime()) / 1000;
 
     const counted = await sql<{
@@ -224,7 +308,11 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
     if (sent !== n || distinct !== n) throw new Error(`counted sent ${sent}, sink distinct ${distinct}, expected ${n}`);
     if (received !== distinct) console.log(`  note: the sink received ${received - distinct} duplicate(s)`);
     return {
-      label: `Hopper, ${workerCount} worker${workerCount > 1 ? 's' : ''}${dkim ? `, DKIM ${dkim === 'rsa' ? 'RSA-2048' : 'Ed25519'}` : ''}`,
+      label:
+        role === 'all'
+          ? 'Hopper, npm start (ROLE=all)'
+          : `Hopper, ${workerCount} worker${workerCount > 1 ? 's' : ''}${dkim ? `, DKIM ${dkim === 'rsa' ? 'RSA-2048' : 'Ed25519'}` : ''}`,
+      rssBeforeMb: before,
       n,
       seconds,
       perSecond: n / seconds,
@@ -243,7 +331,10 @@ async function hopper(sink: Sink, n: number, workerCount: number, dkim?: 'rsa' |
 }
 
 function show(result: RunResult): void {
-  const rss = result.peakRssMb.length ? `, peak RSS ${result.peakRssMb.map((mb) => `${mb.toFixed(0)} MB`).join(' + ')}` : '';
+  const before = result.rssBeforeMb?.length
+    ? ` (${result.rssBeforeMb.map((mb) => `${mb.toFixed(0)} MB`).join(' + ')} before the send)`
+    : '';
+  const rss = result.peakRssMb.length ? `, peak RSS ${result.peakRssMb.map((mb) => `${mb.toFixed(0)} MB`).join(' + ')}${before}` : '';
   const { sender, sink, postgres } = result.cpu;
   console.log(
     `  ${result.label.padEnd(28)} ${String(result.n).padStart(7)} messages in ${result.seconds.toFixed(1)} s: ${result.perSecond.toFixed(0)}/s${rss}`,
@@ -261,6 +352,8 @@ async function main(): Promise<void> {
   try {
     const runs: [string, () => Promise<RunResult>][] = [
       ['baseline', () => baseline(sink, CONTACTS)],
+      ['all-baseline', () => baseline(sink, ALL_CONTACTS)],
+      ['all', () => hopper(sink, ALL_CONTACTS, 1, undefined, 'all')],
       ['one', () => hopper(sink, CONTACTS, 1)],
       ['small', () => hopper(sink, SMALL, 1)],
       ['two', () => hopper(sink, CONTACTS, 2)],
@@ -276,8 +369,18 @@ async function main(): Promise<void> {
     sink.stop();
   }
 
-  const { baseline: base, one, small, two, dkim, 'dkim-ed25519': ed } = results;
+  const { baseline: base, one, small, two, dkim, 'dkim-ed25519': ed, all, 'all-baseline': allBase } = results;
   const verdicts: [string, boolean][] = [];
+  if (all && allBase)
+    verdicts.push([
+      `npm start (ROLE=all) / baseline, ${all.n} recipients = ${(all.perSecond / allBase.perSecond).toFixed(2)} (target ≥ 1.0)`,
+      all.perSecond / allBase.perSecond >= 1.0,
+    ]);
+  if (all)
+    verdicts.push([
+      `npm start (ROLE=all) peak RSS through the send ≤ ${RSS_LIMIT_MB} MB (${all.peakRssMb[0]?.toFixed(0)} MB)`,
+      (all.peakRssMb[0] ?? 0) <= RSS_LIMIT_MB,
+    ]);
   if (base && one)
     verdicts.push([
       `one worker / baseline = ${(one.perSecond / base.perSecond).toFixed(2)} (target ≥ 0.8)`,

@@ -5,6 +5,20 @@ import { join, resolve } from 'node:path';
 import { parseApiKey } from './api-key-format.ts';
 
 const ROLES = ['all', 'api', 'worker'] as const;
+const MEDIA_STORES = ['disk', 'postgres', 's3'] as const;
+type MediaStoreKind = (typeof MEDIA_STORES)[number];
+
+interface MediaS3Settings {
+  readonly bucket: string;
+  /** Prepended to every key, e.g. `hopper/`. */
+  readonly prefix: string;
+  readonly region: string;
+  /** An S3-compatible server's address; AWS's own when unset. */
+  readonly endpoint: string | undefined;
+  readonly forcePathStyle: boolean;
+  /** AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) when set; else the AWS SDK's own chain (profile, instance role). */
+  readonly credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | undefined;
+}
 type ProcessRole = (typeof ROLES)[number];
 
 export interface Config {
@@ -40,6 +54,10 @@ export interface Config {
   readonly sendBatchSize: number;
   readonly role: ProcessRole;
   readonly logLevel: string;
+  /** Where media bytes live: the local disk, the database, or an S3-compatible bucket (docs/media.md). */
+  readonly mediaStore: MediaStoreKind;
+  /** The bucket of MEDIA_STORE=s3. */
+  readonly mediaS3: MediaS3Settings | undefined;
   /** Where the local-disk media store keeps files (DATA_DIR/media unless MEDIA_DIR says otherwise). */
   readonly mediaDir: string;
   /** Largest media file accepted, by upload or by URL. */
@@ -180,7 +198,7 @@ export function loadConfig(env: Env = process.env): Config {
     ...databaseSettings(read, server.role),
     ...mailSettings(read, server.host),
     ...sendingSettings(read),
-    ...mediaSettings(read, server.dataDir),
+    ...mediaSettings(read, server.dataDir, Boolean(env.DATABASE_URL?.trim())),
     ...voicemailSettings(read),
     webhooks: webhookSettings(read),
     ...limitSettings(read),
@@ -432,14 +450,51 @@ function sendingSettings(read: EnvReader) {
   };
 }
 
+function s3Credentials(read: EnvReader): MediaS3Settings['credentials'] {
+  const accessKeyId = read.text('AWS_ACCESS_KEY_ID');
+  const secretAccessKey = read.text('AWS_SECRET_ACCESS_KEY');
+  if (!accessKeyId && !secretAccessKey) return undefined;
+  if (!accessKeyId || !secretAccessKey) {
+    read.problem('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: set both or neither');
+    return undefined;
+  }
+  const sessionToken = read.text('AWS_SESSION_TOKEN');
+  return sessionToken ? { accessKeyId, secretAccessKey, sessionToken } : { accessKeyId, secretAccessKey };
+}
+
 /** Where media files live, how large they may be, and how a media URL is fetched. */
-function mediaSettings(read: EnvReader, dataDir: string) {
+function mediaSettings(read: EnvReader, dataDir: string, onPostgres: boolean) {
+  // In the database by default on PostgreSQL: every API process then serves every file.
+  const storeText = read.text('MEDIA_STORE') ?? (onPostgres ? 'postgres' : 'disk');
+  const mediaStore = MEDIA_STORES.find((s) => s === storeText);
+  if (!mediaStore) read.problem(`MEDIA_STORE must be one of ${MEDIA_STORES.join(', ')} (got "${storeText}")`);
+  let mediaS3: MediaS3Settings | undefined;
+  if (mediaStore === 's3') {
+    const bucket = read.text('MEDIA_S3_BUCKET');
+    if (!bucket) read.problem('MEDIA_STORE=s3 needs MEDIA_S3_BUCKET');
+    const endpoint = read.url('MEDIA_S3_ENDPOINT', 'https?', 'an http:// or https:// URL');
+    const prefix = read.text('MEDIA_S3_PREFIX') ?? '';
+    if (prefix && !/^[A-Za-z0-9!_.*'()/-]{1,200}$/.test(prefix)) {
+      read.problem(`MEDIA_S3_PREFIX may hold letters, digits and !_.*'()/- only (got "${prefix}")`);
+    }
+    mediaS3 = {
+      bucket: bucket ?? '',
+      prefix,
+      region: read.text('MEDIA_S3_REGION') ?? read.text('AWS_REGION') ?? 'us-east-1',
+      endpoint,
+      // S3-compatible servers are usually addressed by path; AWS itself by virtual host.
+      forcePathStyle: read.boolean('MEDIA_S3_FORCE_PATH_STYLE', endpoint !== undefined),
+      credentials: s3Credentials(read),
+    };
+  }
   const fetchTimeoutText = read.text('MEDIA_FETCH_TIMEOUT') ?? '30s';
   const mediaFetchTimeoutMs = parseDuration(fetchTimeoutText);
   if (mediaFetchTimeoutMs === undefined || mediaFetchTimeoutMs === 0) {
     read.problem(`MEDIA_FETCH_TIMEOUT must look like 30s or 2m (got "${fetchTimeoutText}")`);
   }
   return {
+    mediaStore: mediaStore ?? 'disk',
+    mediaS3,
     mediaDir: resolve(read.text('MEDIA_DIR') ?? join(dataDir, 'media')),
     mediaMaxBytes: read.integer('MEDIA_MAX_BYTES', 20 * 1024 * 1024, 1, 4 * 1024 ** 3),
     mediaFetchTimeoutMs: mediaFetchTimeoutMs ?? 0,

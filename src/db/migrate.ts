@@ -26,6 +26,7 @@ import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppres
 import * as softBounceIndex from './migrations/0024-soft-bounce-index.ts';
 import * as replyAuthentication from './migrations/0026-reply-authentication.ts';
 import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
+import * as mediaBlobs from './migrations/0034-media-blobs.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -55,6 +56,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0024-soft-bounce-index': softBounceIndex,
   '0026-reply-authentication': replyAuthentication,
   '0027-provider-request-bodies': providerRequestBodies,
+  '0034-media-blobs': mediaBlobs,
 };
 
 /**

@@ -368,6 +368,14 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   idempotency_keys: IdempotencyKeysTable;
   rate_limit_counts: RateLimitCountsTable;
+  media_blobs: MediaBlobsTable;
+}
+
+/** One part of a stored media file (MEDIA_STORE=postgres, migration 0034). */
+export interface MediaBlobsTable {
+  storage_key: string;
+  byte_offset: number;
+  bytes: Uint8Array;
 }
 
 /** A hand-over to a voicemail provider (migration 0015). */

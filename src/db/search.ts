@@ -314,9 +314,17 @@ export class CountCache {
     return this.#entries.get(key);
   }
 
+  /**
+   * A total still valid under `version`. A hit moves the entry to the back of the eviction order:
+   * the parts every search shares (`status=Sent`, counted over most of an owner's rows) stay while
+   * thousands of one-off text parts come and go, instead of being counted again every `limit` searches.
+   */
   get(key: string, version: string): number | undefined {
     const entry = this.#entries.get(key);
-    return entry?.version === version ? entry.total : undefined;
+    if (entry?.version !== version) return undefined;
+    this.#entries.delete(key);
+    this.#entries.set(key, entry);
+    return entry.total;
   }
 
   set(key: string, version: string, total: number): void {

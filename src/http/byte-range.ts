@@ -1,4 +1,4 @@
-import type { ByteRange } from '../media/storage.ts';
+import type { ByteRange } from '../media/store.ts';
 
 type RangeRequest = { kind: 'full' } | { kind: 'partial'; range: ByteRange } | { kind: 'unsatisfiable' };
 

@@ -11,7 +11,8 @@ import { audioDurationSeconds } from './audio-duration.ts';
 import { collectionRefusal, detectMediaType } from './detect.ts';
 import { mediaRejected } from './errors.ts';
 import { insertMedia } from './media.ts';
-import { type MediaStorage, removeStaleFiles } from './storage.ts';
+import { removeStaleFiles } from './storage.ts';
+import type { MediaStorage } from './store.ts';
 
 /**
  * Taking in a media file, by upload or by URL: the bytes are first written to a private staging
@@ -87,7 +88,7 @@ export async function store(intake: MediaIntake, staged: StagedFile, details: Me
     // 192 random bits: the public URL is the only thing guarding the file, so it must not be guessable.
     const token = randomBytes(24).toString('base64url');
     const storageKey = `${details.userId}/${token}`;
-    await intake.storage.put(storageKey, createReadStream(staged.path));
+    await intake.storage.put(storageKey, createReadStream(staged.path), staged.size);
     try {
       const now = intake.clock();
       return await insertMedia(intake.db, {

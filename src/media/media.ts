@@ -6,7 +6,7 @@ import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { Id, Nullable, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
-import type { MediaStorage } from './storage.ts';
+import type { MediaStorage } from './store.ts';
 
 /** The specification's media table; voicemail drops embed it as `media`. */
 export const Media = Type.Object({
@@ -153,4 +153,16 @@ async function softDeleteMedia(db: Db, userId: number, id: number, at: Date): Pr
     .where('deleted_at', 'is', null)
     .returningAll()
     .executeTakeFirst();
+}
+
+/** A page of live media items in id order, after `afterId`: what `npm run media:move` copies. */
+export async function liveMediaAfter(db: Db, afterId: number, limit: number): Promise<Pick<MediaRow, 'id' | 'storage_key' | 'size'>[]> {
+  return db
+    .selectFrom('media')
+    .select(['id', 'storage_key', 'size'])
+    .where('id', '>', afterId)
+    .where('deleted_at', 'is', null)
+    .orderBy('id')
+    .limit(limit)
+    .execute();
 }

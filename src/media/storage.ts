@@ -5,27 +5,10 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config.ts';
-
-/** An inclusive byte range, as HTTP Range requests count them. */
-export interface ByteRange {
-  start: number;
-  end: number;
-}
-
-/**
- * Where media bytes live. Keys are chosen by Hopper (never by a client) and look like
- * `<user id>/<token>`. The interface is the narrow set an S3-compatible store can also offer
- * (PUT, ranged GET, HEAD, DELETE), so adding one means one more implementation, not a new design.
- */
-export interface MediaStorage {
-  /** Stores the whole stream under `key`, or nothing at all: a reader never sees half a file. */
-  put(key: string, source: Readable): Promise<{ size: number }>;
-  /** Opens the bytes of `key` (or one range of them); rejects with code ENOENT when there are none. */
-  createReadStream(key: string, range?: ByteRange): Promise<Readable>;
-  stat(key: string): Promise<{ size: number } | undefined>;
-  /** Removes `key`; removing a key that is not there is not an error. */
-  delete(key: string): Promise<void>;
-}
+import type { Db } from '../db/database.ts';
+import { DatabaseStorage } from './blob-store.ts';
+import { openS3Storage } from './s3-store.ts';
+import type { ByteRange, MediaStorage } from './store.ts';
 
 const SAFE_KEY = /^[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*$/;
 const STALE_AFTER_MS = 60 * 60 * 1000;
@@ -86,12 +69,61 @@ class LocalDiskStorage implements MediaStorage {
   }
 }
 
-/** The media store the configuration asks for; today the local disk under MEDIA_DIR. */
-export async function openMediaStorage(config: Config): Promise<MediaStorage> {
-  const storage = new LocalDiskStorage(config.mediaDir);
-  await mkdir(storage.root, { recursive: true });
-  await storage.sweepTemporaryFiles();
-  return storage;
+/**
+ * A shared store (database or bucket) that still serves the files an installation kept on its
+ * local disk before it moved: a key the store lacks is looked for under MEDIA_DIR, so nothing
+ * breaks between the upgrade and `npm run media:move` (docs/media.md).
+ */
+class WithDiskFallback implements MediaStorage {
+  readonly #store: MediaStorage;
+  readonly #disk: LocalDiskStorage;
+
+  constructor(store: MediaStorage, disk: LocalDiskStorage) {
+    this.#store = store;
+    this.#disk = disk;
+  }
+
+  put(key: string, source: Readable, size?: number): Promise<{ size: number }> {
+    return this.#store.put(key, source, size);
+  }
+
+  async createReadStream(key: string, range?: ByteRange): Promise<Readable> {
+    try {
+      return await this.#store.createReadStream(key, range);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      return this.#disk.createReadStream(key, range);
+    }
+  }
+
+  async stat(key: string): Promise<{ size: number } | undefined> {
+    return (await this.#store.stat(key)) ?? this.#disk.stat(key);
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.#store.delete(key);
+    await this.#disk.delete(key);
+  }
+}
+
+/** One store by kind, without the disk fallback: what `npm run media:move` copies from and to. */
+export async function openStore(kind: Config['mediaStore'], config: Config, db: Db): Promise<MediaStorage> {
+  if (kind === 'postgres') return new DatabaseStorage(db);
+  if (kind === 's3') return openS3Storage(config.mediaS3);
+  const disk = new LocalDiskStorage(config.mediaDir);
+  await mkdir(disk.root, { recursive: true });
+  await disk.sweepTemporaryFiles();
+  return disk;
+}
+
+/**
+ * The media store MEDIA_STORE names: the local disk under MEDIA_DIR, the database (the default on
+ * PostgreSQL) or an S3-compatible bucket; the shared ones fall back to files left on the disk.
+ */
+export async function openMediaStorage(config: Config, db: Db): Promise<MediaStorage> {
+  const store = await openStore(config.mediaStore, config, db);
+  if (config.mediaStore === 'disk') return store;
+  return new WithDiskFallback(store, new LocalDiskStorage(config.mediaDir));
 }
 
 /** Deletes the files directly in `dir` untouched for an hour: only a crash leaves them there that long. */

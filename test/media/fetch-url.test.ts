@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { asKey, fetchBytes, filesUnder, mp3File, wavFile } from './fixtures.ts';
+import { asKey, fetchBytes, filesUnder, mp3File, storedFiles, wavFile } from './fixtures.ts';
 
 const LIMIT = 64 * 1024;
 const mp3 = mp3File(3);
@@ -112,10 +112,10 @@ describe('media created from a URL', () => {
   });
 
   test('a remote file over the limit is 413, whether it says so up front or not', async () => {
-    const before = await filesUnder(t.config.mediaDir);
+    const before = await storedFiles(t);
     assertProblem(await create({ full_url: `${remote.base}/declared-big.wav` }), 413, 'payload_too_large');
     assertProblem(await create({ full_url: `${remote.base}/streamed-big.wav` }), 413, 'payload_too_large');
-    assert.deepEqual(await filesUnder(t.config.mediaDir), before);
+    assert.deepEqual(await storedFiles(t), before);
     assert.deepEqual(await filesUnder(join(t.dataDir, 'media-incoming')), []);
   });
 

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import type { App } from '../../src/http/fastify-types.ts';
 import { asKey, type Reply } from '../support/client.ts';
+import type { TestApp } from '../support/test-app.ts';
 
 /** A real 16-bit mono PCM WAV: a 440 Hz tone of `seconds` at `rate` samples a second. */
 export function wavFile(seconds: number, rate = 8000): Buffer {
@@ -101,6 +103,16 @@ export async function fetchBytes(app: App, url: string, headers: Record<string, 
 export async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
   return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
+}
+
+/** The keys the test app's media store holds, whichever store it is (for "nothing was stored"). */
+export async function storedFiles(t: TestApp): Promise<string[]> {
+  if (t.config.mediaStore === 'disk') return filesUnder(t.config.mediaDir);
+  if (t.config.mediaStore === 'postgres') {
+    const { rows } = await sql<{ storage_key: string }>`SELECT DISTINCT storage_key FROM media_blobs ORDER BY 1`.execute(t.database.db);
+    return rows.map((r) => r.storage_key);
+  }
+  throw new Error(`storedFiles: no listing for MEDIA_STORE=${t.config.mediaStore}`);
 }
 
 export { asKey };

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { filesUnder, multipartBody, postForm, upload, wavFile } from './fixtures.ts';
+import { filesUnder, multipartBody, postForm, storedFiles, upload, wavFile } from './fixtures.ts';
 
 const LIMIT = 16 * 1024;
 
@@ -18,7 +18,7 @@ describe('media size limit (MEDIA_MAX_BYTES)', () => {
   after(() => t.close());
 
   const nothingOnDisk = async () => {
-    assert.deepEqual(await filesUnder(t.config.mediaDir), [], 'nothing stored');
+    assert.deepEqual(await storedFiles(t), [], 'nothing stored');
     assert.deepEqual(await filesUnder(join(t.dataDir, 'media-incoming')), [], 'nothing left in staging');
   };
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { asKey, fetchBytes, filesUnder, upload, wavFile } from './fixtures.ts';
+import { asKey, fetchBytes, storedFiles, upload, wavFile } from './fixtures.ts';
 
 describe('media files: public URL, ranges, keyed download, delete', () => {
   let t: TestApp;
@@ -101,7 +101,7 @@ describe('media files: public URL, ranges, keyed download, delete', () => {
 
   test('delete: 200 success, then the item, its download and its public URL are 404 and the bytes are gone', async () => {
     const doomed = await upload(t.app, user.key, user.id, 'doomed.wav', wavFile(1));
-    const filesBefore = await filesUnder(t.config.mediaDir);
+    const filesBefore = await storedFiles(t);
     const api = asKey(t.app, user.key);
     const deleted = await api.delete(`/v3/media/${doomed.id}`);
     assert.equal(deleted.status, 200);
@@ -112,7 +112,7 @@ describe('media files: public URL, ranges, keyed download, delete', () => {
     assertProblem(await asKey(t.app, undefined).get(new URL(doomed.full_url).pathname), 404, 'not_found');
     const search = await api.get(`/v3/users/${user.id}/media?id=${doomed.id}`);
     assert.equal(search.body.meta.total, 0, 'deleted rows never appear in a search');
-    assert.equal((await filesUnder(t.config.mediaDir)).length, filesBefore.length - 1);
+    assert.equal((await storedFiles(t)).length, filesBefore.length - 1);
 
     const row = await t.database.db.selectFrom('media').selectAll().where('id', '=', doomed.id).executeTakeFirstOrThrow();
     assert.ok(row.deleted_at instanceof Date, 'the row stays, soft-deleted, for drops that used it');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { assertProblem, createUser, TIMESTAMP } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
-import { asKey, fetchBytes, filesUnder, mp3File, PNG, postForm, upload, wavFile } from './fixtures.ts';
+import { asKey, fetchBytes, filesUnder, mp3File, PNG, postForm, storedFiles, upload, wavFile } from './fixtures.ts';
 
 const MEDIA_FIELDS = [
   'collection_name',
@@ -90,7 +90,7 @@ describe('media upload', () => {
   });
 
   test('the audio collection refuses text and images with a 400 naming file, and keeps nothing', async () => {
-    const storedBefore = await filesUnder(t.config.mediaDir);
+    const storedBefore = await storedFiles(t);
     const text = await postForm(t.app, user.key, `/v3/users/${user.id}/media`, [
       { name: 'file', filename: 'notes.mp3', content: Buffer.from('just some text pretending to be audio\n'), type: 'audio/mpeg' },
     ]);
@@ -104,7 +104,7 @@ describe('media upload', () => {
     ]);
     assertProblem(image, 400, 'validation');
     assert.match(image.body.errors.file[0], /not image\/png/);
-    assert.deepEqual(await filesUnder(t.config.mediaDir), storedBefore, 'a refused file is not stored');
+    assert.deepEqual(await storedFiles(t), storedBefore, 'a refused file is not stored');
     assert.deepEqual(await filesUnder(join(t.dataDir, 'media-incoming')), [], 'nor left in staging');
   });
 

@@ -20,7 +20,8 @@ import {
   searchMedia,
   toApiMedia,
 } from '../../media/media.ts';
-import { type MediaStorage, openMediaStorage } from '../../media/storage.ts';
+import { openMediaStorage } from '../../media/storage.ts';
+import type { MediaStorage } from '../../media/store.ts';
 import { dropsPlayingMedia } from '../../messages/message-tables.ts';
 import { parseRange } from '../byte-range.ts';
 import type { App } from '../fastify-types.ts';
@@ -83,11 +84,11 @@ const TOKEN = /^[A-Za-z0-9_-]{32}$/;
  * file URL outside /v3 that voicemail providers fetch. Registered in a scope of its own so the
  * multipart parser exists for these routes only; every other route keeps answering 415 to forms.
  */
-export async function mediaRoutes(app: App, { database: { db }, config, clock }: AppContext): Promise<void> {
+export async function mediaRoutes(app: App, { database: { db, requestDb }, config, clock }: AppContext): Promise<void> {
   const tags = ['Media'];
   const reachableMedia = async (principal: Principal, id: number) => requireReachable(principal, await findMedia(db, id), 'Media', id).row;
   const errors = problems(...AUTHENTICATED_ERRORS);
-  const storage = await openMediaStorage(config);
+  const storage = await openMediaStorage(config, requestDb);
   const intake: MediaIntake = { db, clock, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
   await prepareStaging(intake.stagingDir);
   // One file and a few short fields. A second file part is let through so that it can be named in

@@ -1,0 +1,21 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * How `npm start` runs Hopper, read from package.json's `start` script (`VAR=value exec node
+ * <flags> src/main.ts`), so that the benches measure the service with the same Node flags and
+ * environment (docs/performance.md, "Memory").
+ */
+export function npmStart(): { env: Record<string, string>; args: string[] } {
+  const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const match = /^((?:\w+=\S+\s+)*)exec node\s+(.*?)\s*src\/main\.ts$/.exec(pkg.scripts.start.trim());
+  if (!match) throw new Error(`package.json's start script is not "VAR=value exec node <flags> src/main.ts": ${pkg.scripts.start}`);
+  const env = Object.fromEntries(
+    (match[1] ?? '')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((pair) => pair.split('=', 2) as [string, string]),
+  );
+  return { env, args: (match[2] ?? '').split(/\s+/).filter(Boolean) };
+}
