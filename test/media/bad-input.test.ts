@@ -31,7 +31,7 @@ describe('media: bad input is a 4xx, never a 500', () => {
     const collection = await api.post(url, { full_url: 'https://example.com/a.mp3', collection_name: 'Audio Files' });
     assertProblem(collection, 400, 'validation');
     assert.match(collection.body.errors.collection_name[0], /lower-case/);
-    assertProblem(await api.post(url, [1, 2]), 400, 'validation');
+    assertProblem(await api.post(url, [1, 2]), 400, 'bad_request');
     assertProblem(await api.post(url, '"just a string"', { 'content-type': 'application/json' }), 400);
     assertProblem(await api.post(url, '{"full_url": ', { 'content-type': 'application/json' }), 400, 'bad_request');
     assertProblem(await api.post(url, '', { 'content-type': 'application/json' }), 400, 'validation');

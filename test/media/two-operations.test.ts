@@ -89,7 +89,7 @@ describe('media: upload and import as two operations', () => {
     assert.deepEqual(missing.body.errors.full_url, ['is required']);
     assertProblem(await api.post(url, { full_url: `https://example.com/${'a'.repeat(3000)}` }), 400, 'validation');
     assertProblem(await api.post(url, { full_url: `${base}/open-house.wav`, name: 'n'.repeat(100_000) }), 400, 'validation');
-    assertProblem(await api.post(url, [1, 2]), 400, 'validation');
+    assertProblem(await api.post(url, [1, 2]), 400, 'bad_request');
     assertProblem(await api.post(`/v3/users/abc/media/import`, { full_url: `${base}/open-house.wav` }), 400);
     assertProblem(await api.post(`/v3/users/99999999999999999999/media/import`, { full_url: `${base}/open-house.wav` }), 400);
     const foreign = await api.post(`/v3/users/${other.id}/media/import`, { full_url: `${base}/open-house.wav` });
