@@ -16,6 +16,19 @@ import { Delivery } from '../sending/delivery-listing.ts';
 import { CreateDropBody, UpdateDropBody, VoicemailDrop } from '../voicemail/drops.ts';
 import { WebhookAttempt, WebhookDelivery } from '../webhooks/deliveries.ts';
 import { CreateWebhookBody, UpdateWebhookBody, WebhookEndpoint, WebhookEndpointWithSecret } from '../webhooks/endpoints.ts';
+import {
+  ContactEvent,
+  ContactEventData,
+  DeliveryEvent,
+  DeliveryEventData,
+  EndpointDisabledEvent,
+  TemplatedEmailEvent,
+  TemplatedEmailEventData,
+  VoicemailDropEvent,
+  VoicemailDropEventData,
+  WebhookTestEvent,
+  WebhookTestEventData,
+} from '../webhooks/event-schemas.ts';
 
 /**
  * The schemas the OpenAPI document shows as named components (`components.schemas[name]`,
@@ -26,8 +39,13 @@ const NAMED: Record<string, TSchema> = {
   ApiKey: ApiKey,
   ApiKeyCreate: ApiKeyBody,
   Contact: Contact,
+  ContactEvent: ContactEvent,
+  ContactEventData: ContactEventData,
   ContactWrite: ContactBody,
   Delivery: Delivery,
+  DeliveryEvent: DeliveryEvent,
+  DeliveryEventData: DeliveryEventData,
+  EndpointDisabledEvent: EndpointDisabledEvent,
   Media: Media,
   NewApiKey: NewApiKey,
   Recipient: RecipientOutput,
@@ -45,6 +63,8 @@ const NAMED: Record<string, TSchema> = {
   Team: Team,
   TeamCreate: TeamBody,
   TemplatedEmail: TemplatedEmail,
+  TemplatedEmailEvent: TemplatedEmailEvent,
+  TemplatedEmailEventData: TemplatedEmailEventData,
   TemplatedEmailReply: Reply,
   TemplatedEmailWrite: EmailBody,
   TemplatedMessage: TemplatedMessage,
@@ -54,6 +74,8 @@ const NAMED: Record<string, TSchema> = {
   UserCreate: CreateUserBody,
   UserUpdate: UpdateUserBody,
   VoicemailDrop: VoicemailDrop,
+  VoicemailDropEvent: VoicemailDropEvent,
+  VoicemailDropEventData: VoicemailDropEventData,
   VoicemailDropCreate: CreateDropBody,
   VoicemailDropUpdate: UpdateDropBody,
   Webhook: WebhookEndpoint,
@@ -61,6 +83,8 @@ const NAMED: Record<string, TSchema> = {
   WebhookCreate: CreateWebhookBody,
   WebhookDelivery: WebhookDelivery,
   WebhookUpdate: UpdateWebhookBody,
+  WebhookTestEvent: WebhookTestEvent,
+  WebhookTestEventData: WebhookTestEventData,
   WebhookWithSecret: WebhookEndpointWithSecret,
 };
 

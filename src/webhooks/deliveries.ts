@@ -12,6 +12,7 @@ import { toApiDelivery } from '../sending/delivery-listing.ts';
 import { formatTimestamp } from '../time.ts';
 import { toApiVoicemailDrop } from '../voicemail/drops.ts';
 import { TEST_EVENT } from './events.ts';
+import { thinData } from './payload-size.ts';
 
 /**
  * The webhook delivery ledger: one row per event and endpoint, claimed by a worker with a lease
@@ -179,7 +180,13 @@ export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUr
   for (const event of missing) {
     if (made.has(event.event_id)) continue;
     const data = await eventData(db, event, contactTags, publicUrl);
-    made.set(event.event_id, JSON.stringify({ type: event.type, timestamp: event.occurred_at.toISOString(), data }));
+    const envelope = { type: event.type, timestamp: event.occurred_at.toISOString(), user_id: event.user_id };
+    const href = `${publicUrl}/v3/${RESOURCE_PATHS[event.resource] ?? ''}/${event.resource_id}`;
+    const thin =
+      event.resource in RESOURCE_PATHS && data && typeof data === 'object'
+        ? thinData(event.resource, data as Record<string, unknown>, href, Buffer.byteLength(JSON.stringify(envelope)))
+        : data;
+    made.set(event.event_id, JSON.stringify({ ...envelope, data: thin }));
   }
   const ids = [...made.keys()];
   const { rows } = await sql<{ id: number; payload: string | null }>`
@@ -191,6 +198,13 @@ export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUr
   const stored = new Map(rows.filter((r) => r.payload !== null).map((r) => [Number(r.id), r.payload]));
   for (const event of missing) event.payload = stored.get(event.event_id) ?? made.get(event.event_id) ?? null;
 }
+
+/** Where each resource whose events may be thinned is read in the API. */
+const RESOURCE_PATHS: Record<string, string> = {
+  contact: 'contacts',
+  templated_email: 'templated_emails',
+  voicemail_drop: 'voicemail_drops',
+};
 
 async function eventData(db: Db, event: ClaimedWebhook, contactTags: Map<string, string[]>, publicUrl: string): Promise<unknown> {
   const snapshot = event.snapshot;

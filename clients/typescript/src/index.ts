@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import createClient, { type Client } from 'openapi-fetch';
-import type { components, paths } from './schema.ts';
+import type { components, paths, webhooks } from './schema.ts';
 
 /**
  * The typed client of Hopper's /v3 API: `schema.ts` is generated from the served OpenAPI document
@@ -30,7 +30,63 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type WebhookDelivery = Schemas['WebhookDelivery'];
 export type Problem = Schemas['Problem'];
 export type ContactImportResult = Schemas['ContactImportResult'];
-export type { components, paths };
+export type { components, paths, webhooks };
+
+/** The body of every event Hopper posts to a webhook endpoint (the OpenAPI document's `webhooks`), told apart by `type`. */
+export type WebhookEvent =
+  | Schemas['TemplatedEmailEvent']
+  | Schemas['VoicemailDropEvent']
+  | Schemas['DeliveryEvent']
+  | Schemas['ContactEvent']
+  | Schemas['WebhookTestEvent']
+  | Schemas['EndpointDisabledEvent'];
+export type WebhookEventType = WebhookEvent['type'];
+
+/** A post whose signature, or timestamp, does not hold. */
+export class WebhookVerificationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WebhookVerificationError';
+  }
+}
+
+/**
+ * Checks a post from Hopper (Standard Webhooks) and returns its event: the HMAC-SHA256 of
+ * `webhook-id.webhook-timestamp.body` under the endpoint's `whsec_…` secret must be one of the
+ * `webhook-signature` values, and the timestamp within `toleranceSeconds` (5 minutes) of now.
+ * `body` is the raw body as received (a string or its bytes), never a re-serialised object.
+ */
+export function verifyWebhook(
+  secret: string,
+  body: string | Uint8Array,
+  headers: Headers | Record<string, string | string[] | undefined>,
+  options: { toleranceSeconds?: number; now?: Date } = {},
+): WebhookEvent {
+  const header = (name: string) => {
+    const value = headers instanceof Headers ? headers.get(name) : headers[name];
+    return Array.isArray(value) ? value[0] : (value ?? undefined);
+  };
+  const id = header('webhook-id');
+  const timestamp = header('webhook-timestamp');
+  const signatures = header('webhook-signature');
+  if (!id || !timestamp || !signatures) throw new WebhookVerificationError('missing webhook-id, webhook-timestamp or webhook-signature');
+  const seconds = Number(timestamp);
+  const now = (options.now ?? new Date()).getTime() / 1000;
+  if (!/^\d+$/.test(timestamp) || Math.abs(now - seconds) > (options.toleranceSeconds ?? 300)) {
+    throw new WebhookVerificationError('the webhook-timestamp is too far from now');
+  }
+  const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
+  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${text}`).digest();
+  const matches = signatures.split(' ').some((candidate) => {
+    const [version, value] = candidate.split(',', 2);
+    if (version !== 'v1' || !value) return false;
+    const given = Buffer.from(value, 'base64');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+  if (!matches) throw new WebhookVerificationError('no webhook-signature matches');
+  return JSON.parse(text) as WebhookEvent;
+}
 
 /** An RFC 9457 problem answered by Hopper, thrown by `unwrap` and the iterators. */
 export class HopperProblem extends Error {

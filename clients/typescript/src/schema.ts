@@ -989,7 +989,488 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "templated_email.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.scheduled
+         * @description Posted to each endpoint subscribed to `templated_email.scheduled` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailScheduledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.sending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.sending
+         * @description Posted to each endpoint subscribed to `templated_email.sending` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailSendingEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.sent
+         * @description Posted to each endpoint subscribed to `templated_email.sent` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailSentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.failed
+         * @description Posted to each endpoint subscribed to `templated_email.failed` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.cancelled
+         * @description Posted to each endpoint subscribed to `templated_email.cancelled` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.scheduled
+         * @description Posted to each endpoint subscribed to `voicemail_drop.scheduled` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropScheduledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.sending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.sending
+         * @description Posted to each endpoint subscribed to `voicemail_drop.sending` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropSendingEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.sent
+         * @description Posted to each endpoint subscribed to `voicemail_drop.sent` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropSentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.failed
+         * @description Posted to each endpoint subscribed to `voicemail_drop.failed` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.cancelled
+         * @description Posted to each endpoint subscribed to `voicemail_drop.cancelled` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.sent
+         * @description Posted to each endpoint subscribed to `delivery.sent` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliverySentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.delivered
+         * @description Posted to each endpoint subscribed to `delivery.delivered` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryDeliveredEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.bounced": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.bounced
+         * @description Posted to each endpoint subscribed to `delivery.bounced` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryBouncedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.failed
+         * @description Posted to each endpoint subscribed to `delivery.failed` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.opened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.opened
+         * @description Posted to each endpoint subscribed to `delivery.opened` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryOpenedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.clicked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.clicked
+         * @description Posted to each endpoint subscribed to `delivery.clicked` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryClickedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.replied": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.replied
+         * @description Posted to each endpoint subscribed to `delivery.replied` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryRepliedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.created
+         * @description Posted to each endpoint subscribed to `contact.created` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description Posted to each endpoint subscribed to `contact.updated` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.deleted
+         * @description Posted to each endpoint subscribed to `contact.deleted` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactDeletedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.unsubscribed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.unsubscribed
+         * @description Posted to each endpoint subscribed to `contact.unsubscribed` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactUnsubscribedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.status_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.status_changed
+         * @description Posted to each endpoint subscribed to `contact.status_changed` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactStatusChangedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description Posted to each endpoint subscribed to `webhook.test` (a webhook endpoint event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["webhookTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * endpoint.disabled
+         * @description Posted to each endpoint subscribed to `endpoint.disabled` (a webhook endpoint event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["endpointDisabledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -1972,6 +2453,396 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
+        };
+        TemplatedEmailEventData: {
+            id: number;
+            templated_message_id: number | null;
+            subject: string;
+            description?: string;
+            greeting_with_first_name: string;
+            greeting_without_first_name: string;
+            /** @description Email HTML, sanitised on save */
+            body?: string;
+            closing: string;
+            ps_line: string;
+            /** @description Plain text of greeting, body, closing, signature and P.S. */
+            text?: string;
+            signature_id: number | null;
+            /** @enum {string} */
+            status: "Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled";
+            /** @enum {string} */
+            send_type: "Now" | "Future";
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            send_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sending_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            recipients?: components["schemas"]["Recipient"][];
+            /** @description Accepted on input and applied; always null in responses */
+            exclusions: null;
+            /** @enum {string} */
+            source: "API" | "Web";
+            reporting: components["schemas"]["Reporting"];
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A templated email's status changed */
+        TemplatedEmailEvent: {
+            /** @enum {string} */
+            type: "templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["TemplatedEmailEventData"];
+        };
+        VoicemailDropEventData: {
+            id: number;
+            provider: string;
+            media_id: number;
+            /** @description 10 digits */
+            callback_number: string;
+            name: string;
+            description?: string | null;
+            /** @enum {string} */
+            status: "Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled";
+            reason: string | null;
+            /** @enum {string} */
+            send_type: "Now" | "Future";
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            send_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sending_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            recipients?: components["schemas"]["Recipient"][];
+            reporting: components["schemas"]["Reporting"];
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            media: {
+                id: number;
+                name: string;
+                file_name: string;
+                collection_name: string;
+                /** @example audio/mpeg */
+                mime_type: string;
+                /** @description Bytes */
+                size: number;
+                /** @example 649.17 KB */
+                readable_size: string;
+                /** @description Public, unguessable address of the file; no key needed */
+                full_url: string;
+                /** @description The file as an attachment; needs a key */
+                download_url: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                created_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                updated_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                deleted_at: string | null;
+            };
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A voicemail drop's status changed */
+        VoicemailDropEvent: {
+            /** @enum {string} */
+            type: "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["VoicemailDropEventData"];
+        };
+        DeliveryEventData: {
+            id: number;
+            contact_id: number;
+            /** @description The email address or phone number used, as it was when the message started sending */
+            address: string;
+            /** @enum {string} */
+            state: "queued" | "sending" | "deferred" | "held" | "sent" | "delivered" | "bounced" | "dropped" | "failed" | "cancelled" | "skipped";
+            /** @description Hand-overs to the provider so far */
+            attempts: number;
+            /** @description Why the last attempt failed, or why the delivery was skipped */
+            last_error: string | null;
+            /** @description Why the delivery ended as it did */
+            outcome: {
+                /** @description Hopper's class of the result, one per channel (docs/outcomes.md): delivered, hard_bounce, mailbox_full, landline, … */
+                classification: string;
+                /** @description Sending to this address or number again is pointless */
+                permanent: boolean;
+                /** @description The provider's code: a DSN status (5.1.1), an SMTP reply code, a provider's reason code */
+                code: string | null;
+                /** @description The provider's own words */
+                description: string | null;
+                /** @description Who said it: smtp, dsn, sendgrid, ses, postmark, Drop Cowboy, Slybroadcast, Sandbox, hopper */
+                source: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string;
+            } | null;
+            provider_message_id: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            delivered_at: string | null;
+            /** @description Why a delivery that is not finished waits: held by calling hours, retrying after a failure, or handed over and waiting for the provider's result */
+            waiting_reason: string | null;
+            /**
+             * @description When Hopper next tries it (queued, deferred, held) or next asks the provider about it (sent); null when nothing is planned
+             * @example 2026-07-12T16:56:00Z
+             */
+            next_attempt_at: string | null;
+            /** @description The provider's proof of delivery (a recording of the call; Drop Cowboy keeps it 7 days) */
+            proof_of_delivery_url: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            user_id: number;
+            /** @enum {string} */
+            message_kind: "voicemail_drop" | "templated_email";
+            message_id: number;
+            /** @description delivery.opened, .clicked, .replied: what was recorded */
+            event?: {
+                /** @description open, click or reply */
+                type: string;
+                /** @description The clicked URL, … */
+                detail: string | null;
+                occurred_at: string;
+            };
+        };
+        /** @description A recipient's delivery changed state, or was opened, clicked or replied to */
+        DeliveryEvent: {
+            /** @enum {string} */
+            type: "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["DeliveryEventData"];
+        };
+        ContactEventData: {
+            id: number;
+            user_id: number;
+            first_name: string | null;
+            last_name: string | null;
+            full_name: string | null;
+            email: string | null;
+            /** @description 10 digits (North American numbering plan) */
+            phone: string | null;
+            time_zone: string | null;
+            /** @enum {string} */
+            status: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
+            /** @description Why this channel no longer reaches the contact */
+            email_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
+            /** @description Why this channel no longer reaches the contact */
+            phone_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
+            /** @description Tag names, alphabetical */
+            tags?: string[];
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            /** @description contact.status_changed: the status before the change */
+            previous_status?: string;
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A contact was created, updated, deleted or changed status */
+        ContactEvent: {
+            /** @enum {string} */
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["ContactEventData"];
+        };
+        WebhookTestEventData: {
+            endpoint_id: number;
+            message: string;
+        };
+        /** @description Sent by POST /v3/webhooks/{id}/test */
+        WebhookTestEvent: {
+            /** @enum {string} */
+            type: "webhook.test";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["WebhookTestEventData"];
+        };
+        /** @description Another of the user's endpoints was disabled (a 410 Gone, or failing for too long); sent to every other enabled endpoint of that user, subscribed or not */
+        EndpointDisabledEvent: {
+            /** @enum {string} */
+            type: "endpoint.disabled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: {
+                id: number;
+                user_id: number;
+                url: string;
+                description: string | null;
+                events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+                enabled: boolean;
+                /** @description Why Hopper disabled the endpoint (failing for too long); null when enabled */
+                disabled_reason: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                failing_since: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                previous_secret_expires_at: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                created_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                updated_at: string;
+            };
         };
     };
     responses: {
@@ -5375,6 +6246,1158 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    templatedEmailScheduledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.scheduled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailSendingEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.sending";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailSentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.cancelled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropScheduledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.scheduled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropSendingEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.sending";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropSentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.cancelled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverySentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryDeliveredEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.delivered";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryBouncedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.bounced";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryOpenedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.opened";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryClickedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.clicked";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryRepliedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.replied";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.created";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.updated";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactDeletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.deleted";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactUnsubscribedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.unsubscribed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactStatusChangedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.status_changed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookTestEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"] & {
+                    /** @constant */
+                    type?: "webhook.test";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    endpointDisabledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EndpointDisabledEvent"] & {
+                    /** @constant */
+                    type?: "endpoint.disabled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }
