@@ -186,7 +186,7 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 const VERBS: Record<string, string> = { get: 'get', put: 'update', patch: 'update', delete: 'delete', head: 'head', post: 'create' };
 /** A static last segment after an id that names an action rather than a collection. */
-const ACTIONS = new Set(['cancel', 'download', 'import', 'test', 'rotate', 'replay', 'send', 'lift']);
+const ACTIONS = new Set(['cancel', 'download', 'import', 'test', 'rotate', 'replay', 'send', 'lift', 'resend']);
 
 function pascal(name: string): string {
   return name

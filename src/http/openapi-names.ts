@@ -14,7 +14,7 @@ import { Reporting } from '../messages/message-fields.ts';
 import { RecipientInput, RecipientOutput } from '../messages/recipients.ts';
 import { Delivery } from '../sending/delivery-listing.ts';
 import { CreateDropBody, UpdateDropBody, VoicemailDrop } from '../voicemail/drops.ts';
-import { WebhookAttempt, WebhookDelivery } from '../webhooks/deliveries.ts';
+import { WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail } from '../webhooks/deliveries.ts';
 import { CreateWebhookBody, UpdateWebhookBody, WebhookEndpoint, WebhookEndpointWithSecret } from '../webhooks/endpoints.ts';
 import {
   ContactEvent,
@@ -22,10 +22,13 @@ import {
   DeliveryEvent,
   DeliveryEventData,
   EndpointDisabledEvent,
+  ResendBody,
+  ResendResult,
   TemplatedEmailEvent,
   TemplatedEmailEventData,
   VoicemailDropEvent,
   VoicemailDropEventData,
+  WebhookEventRecord,
   WebhookTestEvent,
   WebhookTestEventData,
 } from '../webhooks/event-schemas.ts';
@@ -82,6 +85,10 @@ const NAMED: Record<string, TSchema> = {
   WebhookAttempt: WebhookAttempt,
   WebhookCreate: CreateWebhookBody,
   WebhookDelivery: WebhookDelivery,
+  WebhookDeliveryDetail: WebhookDeliveryDetail,
+  WebhookEvent: WebhookEventRecord,
+  WebhookResend: ResendBody,
+  WebhookResendResult: ResendResult,
   WebhookUpdate: UpdateWebhookBody,
   WebhookTestEvent: WebhookTestEvent,
   WebhookTestEventData: WebhookTestEventData,
@@ -136,6 +143,7 @@ const EXAMPLES: Record<string, object> = {
     events: ['delivery.bounced', 'delivery.replied', 'contact.unsubscribed'],
     description: 'CRM sync',
   },
+  WebhookResend: { since: '2026-07-12T16:56:00Z' },
   WebhookUpdate: { events: ['delivery.bounced', 'delivery.replied', 'contact.unsubscribed', 'contact.status_changed'] },
 };
 

@@ -8,7 +8,7 @@ import { type FieldErrors, notFound, throwIfAny, validationError } from '../erro
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
-import { insertTestEvent } from './deliveries.ts';
+import { duePendingAgain, findWebhookDelivery, insertTestEvent, resendWebhookEvents } from './deliveries.ts';
 import { WEBHOOK_EVENT_TYPES } from './events.ts';
 import { newSecret } from './signing.ts';
 
@@ -142,6 +142,8 @@ export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow
     .returningAll()
     .executeTakeFirst();
   if (!row) throw notFound('Webhook', endpoint.id);
+  // Enabled again: what was waiting for it is sent now, its retry window started anew.
+  if (body.enabled && !endpoint.enabled) await duePendingAgain(db, endpoint.id, now);
   return row;
 }
 
@@ -215,4 +217,34 @@ export async function noteEndpointHealth(
           ELSE disabled_reason END,
         updated_at = CASE WHEN failing_since <= ${cutoff} THEN ${now} ELSE updated_at END
     WHERE id = ${endpointId} AND enabled`.execute(db);
+}
+
+/** One of the endpoint's deliveries, with its attempts and what it posts. */
+export async function webhookDeliveryOf(db: Db, endpoint: WebhookEndpointRow, deliveryId: number) {
+  const delivery = await findWebhookDelivery(db, endpoint, deliveryId);
+  if (!delivery) throw notFound('Webhook delivery', deliveryId);
+  return delivery;
+}
+
+/** `POST /v3/webhooks/{id}/resend`: one event, or every event since a time (docs/webhooks.md, "Recovery"). */
+export async function resendToEndpoint(
+  db: Db,
+  endpoint: WebhookEndpointRow,
+  body: { event_id?: number; since?: string; until?: string },
+  now: Date,
+) {
+  const errors: FieldErrors = {};
+  if ((body.event_id === undefined) === (body.since === undefined)) errors.event_id = ['give either event_id or since'];
+  if (body.until !== undefined && body.since === undefined) errors.until = ['needs since'];
+  const since = body.since === undefined ? undefined : new Date(body.since);
+  const until = body.until === undefined ? undefined : new Date(body.until);
+  if (since && until && until <= since) errors.until = ['must be after since'];
+  if (!endpoint.enabled) errors.enabled = ['the endpoint is disabled; enable it first (that resends what is pending)'];
+  throwIfAny(errors);
+  if (body.event_id !== undefined) {
+    const result = await resendWebhookEvents(db, endpoint, { eventId: body.event_id }, now);
+    if (result.queued === 0) throw notFound('Webhook event', body.event_id);
+    return result;
+  }
+  return resendWebhookEvents(db, endpoint, { since: since as Date, until }, now);
 }

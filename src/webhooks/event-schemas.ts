@@ -115,3 +115,43 @@ export const EVENT_SCHEMAS: readonly { type: string; schema: TSchema; resource: 
   { type: TEST_EVENT, schema: WebhookTestEvent, resource: 'webhook endpoint' },
   { type: ENDPOINT_DISABLED_EVENT, schema: EndpointDisabledEvent, resource: 'webhook endpoint' },
 ];
+
+const When = Type.String({ format: 'date-time', maxLength: 64, description: 'ISO 8601 with an offset or Z' });
+
+/** `GET /v3/users/{user_id}/webhook_events`: paging, `type` filters, and a time window. */
+export const WebhookEventQuery = {
+  since: Type.Optional({ ...When, description: 'Events that happened at or after this time' }),
+  until: Type.Optional({ ...When, description: 'Events that happened before this time' }),
+};
+
+/** A stored event, as listed. */
+export const WebhookEventRecord = Type.Object({
+  id: Id,
+  webhook_id: Type.String({
+    description: 'The `webhook-id` header it is posted with (the same to every endpoint, on every retry and resend)',
+  }),
+  type: Type.String(),
+  timestamp: Type.String({ format: 'date-time' }),
+  user_id: Id,
+  resource: Type.String({ description: 'contact, templated_email, voicemail_drop, delivery or webhook' }),
+  resource_id: Id,
+  payload: Type.Union([TemplatedEmailEvent, VoicemailDropEvent, DeliveryEvent, ContactEvent, WebhookTestEvent, EndpointDisabledEvent], {
+    description: 'The body as posted to endpoints',
+  }),
+});
+
+export const ResendBody = Type.Object(
+  {
+    event_id: Type.Optional({ ...Id, description: 'One event (of any type) to send again' }),
+    since: Type.Optional({ ...When, description: 'Every event since this time that the endpoint subscribes to' }),
+    until: Type.Optional({ ...When, description: 'With `since`: only events before this time' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ResendResult = Type.Object({
+  queued: Type.Integer({ minimum: 0, description: 'Deliveries queued to the endpoint, due now' }),
+  next_since: Nullable(
+    Type.String({ description: 'When there were more than 10,000 events: resend again with this `since` for the rest; null otherwise' }),
+  ),
+});

@@ -964,6 +964,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v3/webhooks/{id}/deliveries/{delivery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One delivery of an endpoint: every attempt (status, error or answer excerpt, duration, next retry) and the body it posts
+         * @description One delivery of an endpoint: every attempt (status, error or answer excerpt, duration, next retry) and the body it posts
+         */
+        get: operations["getWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/webhook_events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's events, oldest first, as posted (filters `type`, `since`, `until`)
+         * @description A user's events, oldest first, as posted (filters `type`, `since`, `until`)
+         */
+        get: operations["listWebhookEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/webhooks/{id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
+         * @description Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
+         */
+        post: operations["resendWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/unsubscribe/{token}": {
         parameters: {
             query?: never;
@@ -2454,6 +2514,45 @@ export interface components {
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
         };
+        WebhookDeliveryDetail: {
+            id: number;
+            /** @description The `webhook-id` header: the same on every retry */
+            webhook_id: string;
+            event_type: string;
+            /** @enum {string} */
+            state: "pending" | "sending" | "delivered" | "failed";
+            attempts: number;
+            /** @description Of the last attempt */
+            response_status: number | null;
+            last_error: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            next_retry_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            delivered_at: string | null;
+            attempt_log: components["schemas"]["WebhookAttempt"][];
+            event_id: number;
+            /** @description What each attempt posts (the signature headers are made per attempt) */
+            request: {
+                /** @enum {string} */
+                method: "POST";
+                /** @description The endpoint's URL */
+                url: string;
+                webhook_id: string;
+                /** @description The body posted, byte for byte (the signature covers it); null until first made */
+                body: string | null;
+            };
+        };
         TemplatedEmailEventData: {
             id: number;
             templated_message_id: number | null;
@@ -2843,6 +2942,45 @@ export interface components {
                  */
                 updated_at: string;
             };
+        };
+        WebhookEvent: {
+            id: number;
+            /** @description The `webhook-id` header it is posted with (the same to every endpoint, on every retry and resend) */
+            webhook_id: string;
+            type: string;
+            /** Format: date-time */
+            timestamp: string;
+            user_id: number;
+            /** @description contact, templated_email, voicemail_drop, delivery or webhook */
+            resource: string;
+            resource_id: number;
+            /** @description The body as posted to endpoints */
+            payload: components["schemas"]["TemplatedEmailEvent"] | components["schemas"]["VoicemailDropEvent"] | components["schemas"]["DeliveryEvent"] | components["schemas"]["ContactEvent"] | components["schemas"]["WebhookTestEvent"] | components["schemas"]["EndpointDisabledEvent"];
+        };
+        WebhookEventCollection: {
+            data: components["schemas"]["WebhookEvent"][];
+            links: components["schemas"]["PageLinks"];
+            meta: components["schemas"]["PageMeta"];
+        };
+        WebhookResend: {
+            /** @description One event (of any type) to send again */
+            event_id?: number;
+            /**
+             * Format: date-time
+             * @description Every event since this time that the endpoint subscribes to
+             */
+            since?: string;
+            /**
+             * Format: date-time
+             * @description With `since`: only events before this time
+             */
+            until?: string;
+        };
+        WebhookResendResult: {
+            /** @description Deliveries queued to the endpoint, due now */
+            queued: number;
+            /** @description When there were more than 10,000 events: resend again with this `since` for the rest; null otherwise */
+            next_since: string | null;
         };
     };
     responses: {
@@ -6154,6 +6292,7 @@ export interface operations {
             query?: {
                 page?: number;
                 per_page?: number;
+                id?: number[];
                 state?: ("pending" | "sending" | "delivered" | "failed")[];
             };
             header?: never;
@@ -6184,6 +6323,137 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+                delivery_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookEvents: {
+        parameters: {
+            query?: {
+                page?: number;
+                per_page?: number;
+                type?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "webhook.test" | "endpoint.disabled")[];
+                /** @description Events that happened at or after this time */
+                since?: string;
+                /** @description Events that happened before this time */
+                until?: string;
+            };
+            header?: never;
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEventCollection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resendWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-07-12T16:56:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookResend"];
+            };
+        };
+        responses: {
+            /** @description Done */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookResendResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["ServiceUnavailable"];
         };
