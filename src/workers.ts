@@ -66,7 +66,7 @@ export async function startWorkers(deps: {
         tls: await loadTls(deps.config),
       })
     : undefined;
-  const webhooks = await startWebhookWorker(deps);
+  const webhooks = await startWebhookWorker({ ...deps, mail: transport });
   deps.log.info({ smtp: deps.config.smtpUrl ? 'pool' : 'outbox' }, 'sending engine started');
   return {
     engine,

@@ -23,6 +23,7 @@ import * as textSearchShortPendingList from './migrations/0020-text-search-short
 import * as contactEmailUnique from './migrations/0021-contact-email-unique.ts';
 import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
+import * as webhookPauses from './migrations/0029-webhook-pauses.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -49,6 +50,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0021-contact-email-unique': contactEmailUnique,
   '0022-api-key-minter': apiKeyMinter,
   '0023-outcomes-and-suppressions': outcomesAndSuppressions,
+  '0029-webhook-pauses': webhookPauses,
 };
 
 /**

@@ -466,6 +466,8 @@ export interface WebhookEndpointsTable {
   previous_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
   failing_since: NullableTimestamp;
+  /** Retry-After: nothing is sent to it before this time (migration 0029). */
+  paused_until: NullableTimestamp;
   created_at: ClockTimestamp;
   updated_at: ClockTimestamp;
 }

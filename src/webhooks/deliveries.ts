@@ -145,7 +145,7 @@ export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: 
   const lease = new Date(now.getTime() + leaseMs);
   const { rows } = await sql<ClaimedWebhook>`
     WITH endpoint AS (
-      SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled
+      SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled AND (paused_until IS NULL OR paused_until <= ${now})
     ), room AS (
       SELECT ${limit}::integer AS n FROM endpoint
     ), abandoned AS (
@@ -371,6 +371,34 @@ export async function insertTestEvent(db: Db, endpoint: Pick<WebhookEndpointRow,
       .executeTakeFirstOrThrow();
     return delivery.id;
   });
+}
+
+/**
+ * `endpoint.disabled`: an event about the endpoint (its API shape, `snapshot`) with a delivery to
+ * each other enabled endpoint of its user, whatever they subscribe to (the Standard Webhooks
+ * guidance: tell the owner by another channel). Nothing when the user has no other endpoint.
+ */
+export async function insertEndpointDisabledEvent(
+  db: Db,
+  endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id'>,
+  snapshot: Record<string, unknown>,
+  now: Date,
+): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    WITH others AS (
+      SELECT id FROM webhook_endpoints WHERE user_id = ${endpoint.user_id} AND enabled AND id <> ${endpoint.id}
+    ), event AS (
+      INSERT INTO webhook_events (user_id, type, resource, resource_id, occurred_at, snapshot)
+      SELECT ${endpoint.user_id}, ${ENDPOINT_DISABLED_EVENT}, 'webhook', ${endpoint.id}, ${now}, ${JSON.stringify(snapshot)}::jsonb
+      WHERE EXISTS (SELECT 1 FROM others)
+      RETURNING id
+    ), queued AS (
+      INSERT INTO webhook_deliveries (endpoint_id, event_id, next_attempt_at, created_at, updated_at)
+      SELECT others.id, event.id, ${now}, ${now}, ${now} FROM others CROSS JOIN event
+      RETURNING id
+    )
+    SELECT count(*) AS n FROM queued`.execute(db);
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** Attempts by outcome (a 2xx answer, or not), for /metrics. */

@@ -29,6 +29,7 @@ export const WebhookEndpoint = Type.Object({
   enabled: Type.Boolean(),
   disabled_reason: Nullable(Type.String({ description: 'Why Hopper disabled the endpoint (failing for too long); null when enabled' })),
   failing_since: Nullable(Timestamp),
+  paused_until: Nullable({ ...Timestamp, description: 'It answered 429 or 503 with Retry-After: nothing is sent to it before this time' }),
   previous_secret_expires_at: Nullable(Timestamp),
   created_at: Timestamp,
   updated_at: Timestamp,
@@ -46,7 +47,16 @@ const Fields = {
   description: Nullable(Type.String({ maxLength: 500 })),
   enabled: Type.Boolean(),
 };
-const READ_ONLY = ['id', 'user_id', 'disabled_reason', 'failing_since', 'previous_secret_expires_at', 'created_at', 'updated_at'];
+const READ_ONLY = [
+  'id',
+  'user_id',
+  'disabled_reason',
+  'failing_since',
+  'paused_until',
+  'previous_secret_expires_at',
+  'created_at',
+  'updated_at',
+];
 
 export const CreateWebhookBody = WritableBody(
   { url: Fields.url, events: Fields.events, description: Type.Optional(Fields.description), enabled: Type.Optional(Fields.enabled) },
@@ -77,6 +87,7 @@ export function toApiWebhookEndpoint(row: WebhookEndpointRow) {
     enabled: row.enabled,
     disabled_reason: row.disabled_reason,
     failing_since: formatTimestamp(row.failing_since),
+    paused_until: formatTimestamp(row.paused_until),
     previous_secret_expires_at: formatTimestamp(row.previous_secret_expires_at),
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
@@ -132,7 +143,7 @@ export async function updateWebhookEndpoint(db: Db, endpoint: WebhookEndpointRow
   if (body.description !== undefined) values.description = body.description;
   if (body.enabled !== undefined) {
     values.enabled = body.enabled;
-    if (body.enabled) Object.assign(values, { disabled_reason: null, failing_since: null });
+    if (body.enabled) Object.assign(values, { disabled_reason: null, failing_since: null, paused_until: null });
   }
   const row = await db
     .updateTable('webhook_endpoints')
@@ -185,7 +196,7 @@ export function findEndpointById(db: Db, id: number): Promise<WebhookEndpointRow
 export async function endpointsWithDueWork(db: Db, now: Date): Promise<number[]> {
   const { rows } = await sql<{ id: number }>`
     SELECT e.id FROM webhook_endpoints e
-    WHERE e.enabled AND (
+    WHERE e.enabled AND (e.paused_until IS NULL OR e.paused_until <= ${now}) AND (
       EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= ${now})
       OR EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'sending' AND d.lease_until < ${now}))
     `.execute(db);
@@ -202,13 +213,13 @@ export async function noteEndpointHealth(
   round: { succeeded: boolean; lastError: string | null },
   now: Date,
   disableAfterMs: number,
-): Promise<void> {
+): Promise<WebhookEndpointRow | undefined> {
   if (round.succeeded) {
     await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${endpointId} AND failing_since IS NOT NULL`.execute(db);
-    return;
+    return undefined;
   }
   const cutoff = new Date(now.getTime() - disableAfterMs);
-  await sql`
+  const { rows } = await sql<{ enabled: boolean }>`
     UPDATE webhook_endpoints
     SET failing_since = COALESCE(failing_since, ${now}),
         enabled = CASE WHEN failing_since <= ${cutoff} THEN false ELSE enabled END,
@@ -216,7 +227,28 @@ export async function noteEndpointHealth(
           THEN 'Disabled after failing since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '; last error: ' || ${round.lastError ?? 'unknown'}
           ELSE disabled_reason END,
         updated_at = CASE WHEN failing_since <= ${cutoff} THEN ${now} ELSE updated_at END
-    WHERE id = ${endpointId} AND enabled`.execute(db);
+    WHERE id = ${endpointId} AND enabled
+    RETURNING enabled`.execute(db);
+  // Disabled by this statement: it was enabled (the WHERE) and is not now.
+  return rows.some((row) => !row.enabled) ? findEndpointById(db, endpointId) : undefined;
+}
+
+/** Disables an enabled endpoint at once (it answered 410 Gone); the row when this call disabled it. */
+export async function disableEndpoint(db: Db, endpointId: number, reason: string, now: Date): Promise<WebhookEndpointRow | undefined> {
+  return db
+    .updateTable('webhook_endpoints')
+    .set({ enabled: false, disabled_reason: reason, updated_at: now })
+    .where('id', '=', endpointId)
+    .where('enabled', '=', true)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Nothing is sent to the endpoint before `until` (a Retry-After); a later pause already set stays. */
+export async function pauseEndpoint(db: Db, endpointId: number, until: Date): Promise<void> {
+  await sql`
+    UPDATE webhook_endpoints SET paused_until = GREATEST(COALESCE(paused_until, ${until}), ${until})
+    WHERE id = ${endpointId}`.execute(db);
 }
 
 /** One of the endpoint's deliveries, with its attempts and what it posts. */

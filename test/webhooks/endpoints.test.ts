@@ -39,6 +39,7 @@ describe('webhook endpoints', () => {
         enabled: true,
         disabled_reason: null,
         failing_since: null,
+        paused_until: null,
         previous_secret_expires_at: null,
         created_at: undefined,
         updated_at: undefined,
