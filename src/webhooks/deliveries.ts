@@ -150,11 +150,11 @@ export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: 
       SELECT ${limit}::integer AS n FROM endpoint
     ), abandoned AS (
       SELECT id FROM webhook_deliveries
-      WHERE endpoint_id = ${endpointId} AND state = 'sending' AND lease_until < ${now}
+      WHERE endpoint_id = ${endpointId} AND state = 'sending' AND lease_until < ${now} AND EXISTS (SELECT 1 FROM room)
       LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
     ), fresh AS (
       SELECT id FROM webhook_deliveries
-      WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= ${now}
+      WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= ${now} AND EXISTS (SELECT 1 FROM room)
       ORDER BY next_attempt_at, id
       LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
     ), picked AS (
@@ -406,6 +406,31 @@ export async function countWebhookAttempts(db: Db): Promise<{ delivered: boolean
   const { rows } = await sql<{ ok: boolean; n: string }>`
     SELECT (status BETWEEN 200 AND 299) IS TRUE AS ok, count(*) AS n FROM webhook_attempts GROUP BY 1`.execute(db);
   return rows.map((row) => ({ delivered: row.ok, n: Number(row.n) }));
+}
+
+/**
+ * For /metrics: the delay from each event to its delivery (p50, p99) over deliveries made in the
+ * last five minutes, and the age of the oldest delivery still waiting for an enabled endpoint.
+ */
+export async function webhookLag(db: Db, now: Date): Promise<{ p50: number | null; p99: number | null; oldestPendingSeconds: number }> {
+  const since = new Date(now.getTime() - 300_000);
+  const { rows } = await sql<{ p50: number | null; p99: number | null; oldest: Date | string | null }>`
+    SELECT
+      (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.occurred_at))
+         FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+         WHERE d.state = 'delivered' AND d.delivered_at >= ${since}) AS p50,
+      (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.occurred_at))
+         FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+         WHERE d.state = 'delivered' AND d.delivered_at >= ${since}) AS p99,
+      (SELECT min(d.created_at) FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE d.state IN ('pending', 'sending') AND w.enabled) AS oldest`.execute(db);
+  const row = rows[0];
+  const oldest = row?.oldest ? new Date(row.oldest) : undefined;
+  return {
+    p50: row?.p50 === null || row?.p50 === undefined ? null : Number(row.p50),
+    p99: row?.p99 === null || row?.p99 === undefined ? null : Number(row.p99),
+    oldestPendingSeconds: oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : 0,
+  };
 }
 
 /** Deliveries waiting to be sent or retried, or being sent, for /metrics. */

@@ -187,6 +187,12 @@ export async function queueTestEvent(db: Db, endpoint: WebhookEndpointRow, now: 
   return insertTestEvent(db, endpoint, now);
 }
 
+/** Disabled endpoints, for /metrics. */
+export async function countDisabledEndpoints(db: Db): Promise<number> {
+  const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_endpoints WHERE NOT enabled`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
 /** An endpoint by id, whoever owns it (the worker's read before each claim). */
 export function findEndpointById(db: Db, id: number): Promise<WebhookEndpointRow | undefined> {
   return db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirst();

@@ -363,6 +363,11 @@ class EndpointRun {
     }
     const now = clock();
     const endpoint = this.#endpoint;
+    // Paused by a Retry-After (this run's or another's): nothing is sent before then.
+    if (endpoint.paused_until && endpoint.paused_until > now) {
+      this.#halt ??= { why: 'endpoint down' };
+      return;
+    }
     this.#secrets = [endpoint.secret];
     if (endpoint.previous_secret && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at > now) {
       this.#secrets.push(endpoint.previous_secret);
