@@ -2395,6 +2395,11 @@ export interface components {
              */
             readonly failing_since: string | null;
             /**
+             * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+             * @example 2026-07-12T16:56:00Z
+             */
+            readonly paused_until: string | null;
+            /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
              */
@@ -2436,6 +2441,11 @@ export interface components {
              * @example 2026-07-12T16:56:00Z
              */
             readonly failing_since: string | null;
+            /**
+             * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+             * @example 2026-07-12T16:56:00Z
+             */
+            readonly paused_until: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2926,6 +2936,11 @@ export interface components {
                  * @example 2026-07-12T16:56:00Z
                  */
                 failing_since: string | null;
+                /**
+                 * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                paused_until: string | null;
                 /**
                  * @description ISO 8601 in UTC without fraction
                  * @example 2026-07-12T16:56:00Z
