@@ -468,6 +468,9 @@ export interface WebhookEndpointsTable {
   failing_since: NullableTimestamp;
   /** Retry-After: nothing is sent to it before this time (migration 0029). */
   paused_until: NullableTimestamp;
+  /** Whose events it hears: its user's, its team's members', or every user's (migration 0030). */
+  scope: Generated<'user' | 'team' | 'service'>;
+  team_id: number | null;
   created_at: ClockTimestamp;
   updated_at: ClockTimestamp;
 }

@@ -531,15 +531,22 @@ const RESEND_LIMIT = 10_000;
  */
 export async function resendWebhookEvents(
   db: Db,
-  endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id' | 'events'>,
+  endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id' | 'events' | 'scope' | 'team_id'>,
   which: { eventId: number } | { since: Date; until?: Date | undefined },
   now: Date,
 ): Promise<{ queued: number; next_since: string | null }> {
+  // Whose events the endpoint hears: its user's, its team members', or everyone's.
+  const heard =
+    endpoint.scope === 'service'
+      ? sql`true`
+      : endpoint.scope === 'team'
+        ? sql`user_id IN (SELECT id FROM users WHERE team_id = ${endpoint.team_id})`
+        : sql`user_id = ${endpoint.user_id}`;
   const picked =
     'eventId' in which
-      ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND user_id = ${endpoint.user_id}`
+      ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND ${heard}`
       : sql`SELECT id, occurred_at FROM webhook_events
-            WHERE user_id = ${endpoint.user_id} AND occurred_at >= ${which.since}
+            WHERE ${heard} AND occurred_at >= ${which.since}
               ${which.until ? sql`AND occurred_at < ${which.until}` : sql``}
               AND type = ANY (${endpoint.events}::text[])
             ORDER BY occurred_at, id LIMIT ${RESEND_LIMIT}`;

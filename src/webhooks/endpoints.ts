@@ -4,7 +4,8 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
+import { DomainError, type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
+import { RANK } from '../identity/roles.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
@@ -20,9 +21,17 @@ import { newSecret } from './signing.ts';
 const ROTATION_OVERLAP_MS = 24 * 3_600_000;
 const MAX_ENDPOINTS_PER_USER = 50;
 
+const SCOPES = ['user', 'team', 'service'] as const;
+const Scope = StringEnum(SCOPES, {
+  description:
+    "Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)",
+});
+
 export const WebhookEndpoint = Type.Object({
   id: Id,
-  user_id: Id,
+  user_id: { ...Id, description: 'The user it belongs to (for a team or service endpoint: who made it)' },
+  scope: Scope,
+  team_id: Nullable({ ...Id, description: 'For a team endpoint: the team whose members it hears' }),
   url: Type.String(),
   description: Nullable(Type.String()),
   events: Type.Array(StringEnum(WEBHOOK_EVENT_TYPES)),
@@ -59,13 +68,25 @@ const READ_ONLY = [
 ];
 
 export const CreateWebhookBody = WritableBody(
-  { url: Fields.url, events: Fields.events, description: Type.Optional(Fields.description), enabled: Type.Optional(Fields.enabled) },
-  READ_ONLY,
+  {
+    url: Fields.url,
+    events: Fields.events,
+    description: Type.Optional(Fields.description),
+    enabled: Type.Optional(Fields.enabled),
+    scope: Type.Optional(Scope),
+  },
+  [...READ_ONLY, 'team_id'],
 );
-export const UpdateWebhookBody = WritableBody(Type.Partial(Type.Object(Fields)).properties, READ_ONLY);
+export const UpdateWebhookBody = WritableBody(Type.Partial(Type.Object(Fields)).properties, [...READ_ONLY, 'scope', 'team_id']);
 
-type CreateBody = { url: string; events: string[]; description?: string | null; enabled?: boolean };
-type UpdateBody = Partial<CreateBody>;
+type UpdateBody = { url?: string; events?: string[]; description?: string | null; enabled?: boolean };
+type CreateBody = Required<Pick<UpdateBody, 'url' | 'events'>> & UpdateBody & { scope?: (typeof SCOPES)[number] };
+
+/** Who asks for a new endpoint, and the user it will belong to. */
+interface Creator {
+  rank: number;
+  teamId: number | null;
+}
 
 export const WEBHOOK_FILTERS: Filters = { id: { kind: 'id', column: 'id' }, url: { kind: 'text', column: 'url' } };
 
@@ -81,6 +102,8 @@ export function toApiWebhookEndpoint(row: WebhookEndpointRow) {
   return {
     id: row.id,
     user_id: row.user_id,
+    scope: row.scope,
+    team_id: row.team_id,
     url: row.url,
     description: row.description,
     events: row.events as (typeof WEBHOOK_EVENT_TYPES)[number][],
@@ -103,8 +126,32 @@ function checkFields(body: UpdateBody, rules: UrlRules): void {
   throwIfAny(errors);
 }
 
-export async function createWebhookEndpoint(db: Db, userId: number, body: CreateBody, rules: UrlRules, now: Date) {
+/**
+ * A team endpoint hears the owner's team: made by a Team Administrator of that team (or an
+ * Administrator) for a user of it; a service endpoint only by an Administrator.
+ */
+function teamOf(scope: CreateBody['scope'], creator: Creator, owner: { team_id: number | null }): number | null {
+  if (scope === 'service' && creator.rank < RANK.Administrator) {
+    throw new DomainError('forbidden', 'Only an Administrator may make a service-wide webhook endpoint.');
+  }
+  if (scope !== 'team') return null;
+  if (owner.team_id === null) throw validationError({ scope: ['the user is in no team'] });
+  const ofTheTeam = creator.rank >= RANK.Administrator || (creator.rank >= RANK['Team Administrator'] && creator.teamId === owner.team_id);
+  if (!ofTheTeam) throw new DomainError('forbidden', "Only the team's Team Administrators may make a team webhook endpoint.");
+  return owner.team_id;
+}
+
+export async function createWebhookEndpoint(
+  db: Db,
+  owner: { id: number; team_id: number | null },
+  creator: Creator,
+  body: CreateBody,
+  rules: UrlRules,
+  now: Date,
+) {
   checkFields(body, rules);
+  const userId = owner.id;
+  const teamId = teamOf(body.scope, creator, owner);
   const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_endpoints WHERE user_id = ${userId}`.execute(db);
   if (Number(rows[0]?.n ?? 0) >= MAX_ENDPOINTS_PER_USER) {
     throw validationError({ url: [`a user may have at most ${MAX_ENDPOINTS_PER_USER} webhook endpoints`] });
@@ -117,6 +164,8 @@ export async function createWebhookEndpoint(db: Db, userId: number, body: Create
       events: body.events,
       description: body.description ?? null,
       enabled: body.enabled ?? true,
+      scope: body.scope ?? 'user',
+      team_id: teamId,
       secret: newSecret(),
       created_at: now,
       updated_at: now,

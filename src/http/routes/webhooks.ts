@@ -68,7 +68,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       },
     },
     async (request, reply) => {
-      const row = await createWebhookEndpoint(db, request.owner.id, request.body, rules, clock());
+      const creator = { rank: request.principal.rank, teamId: request.principal.teamId };
+      const row = await createWebhookEndpoint(db, request.owner, creator, request.body, rules, clock());
       return reply
         .code(201)
         .header('Location', `${config.publicUrl}/v3/webhooks/${row.id}`)
