@@ -25,6 +25,7 @@ import * as apiKeyMinter from './migrations/0022-api-key-minter.ts';
 import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppressions.ts';
 import * as webhookPauses from './migrations/0029-webhook-pauses.ts';
 import * as teamWebhooks from './migrations/0030-team-webhooks.ts';
+import * as contactExternalIds from './migrations/0031-contact-external-ids.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -53,6 +54,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0023-outcomes-and-suppressions': outcomesAndSuppressions,
   '0029-webhook-pauses': webhookPauses,
   '0030-team-webhooks': teamWebhooks,
+  '0031-contact-external-ids': contactExternalIds,
 };
 
 /**

@@ -156,6 +156,8 @@ export interface ContactsTable {
   email_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
   /** Why the phone number no longer receives voicemail drops; null while it does. */
   phone_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
+  /** The id a CRM knows the contact by: unique among the owner's live contacts (migration 0031). */
+  external_id: string | null;
 }
 
 export interface TagsTable {

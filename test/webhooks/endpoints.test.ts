@@ -33,6 +33,8 @@ describe('webhook endpoints', () => {
       {
         id: undefined,
         user_id: owner.id,
+        scope: 'user',
+        team_id: null,
         url: 'https://crm.example.com/hooks',
         description: 'CRM',
         events: ['contact.created'],

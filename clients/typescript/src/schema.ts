@@ -1879,6 +1879,8 @@ export interface components {
             } | null;
             /** @description Tag names, alphabetical */
             tags: string[];
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -1914,6 +1916,8 @@ export interface components {
             time_zone?: string | null;
             /** @enum {string} */
             status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id?: string | null;
             /** @description Tag names; unknown names are created. On update, replaces every tag of the contact. */
             tags?: string[];
         };
@@ -2382,7 +2386,15 @@ export interface components {
         };
         Webhook: {
             readonly id: number;
+            /** @description The user it belongs to (for a team or service endpoint: who made it) */
             readonly user_id: number;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            readonly scope: "user" | "team" | "service";
+            /** @description For a team endpoint: the team whose members it hears */
+            readonly team_id: number | null;
             url: string;
             description: string | null;
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
@@ -2426,10 +2438,23 @@ export interface components {
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            scope?: "user" | "team" | "service";
         };
         WebhookWithSecret: {
             readonly id: number;
+            /** @description The user it belongs to (for a team or service endpoint: who made it) */
             readonly user_id: number;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            scope: "user" | "team" | "service";
+            /** @description For a team endpoint: the team whose members it hears */
+            readonly team_id: number | null;
             url: string;
             description: string | null;
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
@@ -2859,6 +2884,8 @@ export interface components {
             } | null;
             /** @description Tag names, alphabetical */
             tags?: string[];
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2924,7 +2951,15 @@ export interface components {
             user_id: number;
             data: {
                 id: number;
+                /** @description The user it belongs to (for a team or service endpoint: who made it) */
                 user_id: number;
+                /**
+                 * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+                 * @enum {string}
+                 */
+                scope: "user" | "team" | "service";
+                /** @description For a team endpoint: the team whose members it hears */
+                team_id: number | null;
                 url: string;
                 description: string | null;
                 events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
@@ -4477,6 +4512,7 @@ export interface operations {
                 phone?: string[];
                 time_zone?: string[];
                 status?: ("Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce")[];
+                external_id?: string[];
             };
             header?: never;
             path: {
