@@ -78,7 +78,9 @@ unreachable, server stopping) also says when to retry.
 
 ## Webhooks
 Register endpoints with \`POST /v3/users/{user_id}/webhooks\` to hear of sends, deliveries, bounces, \
-replies and unsubscribes: Hopper posts signed events following Standard Webhooks, retried with backoff.
+replies and unsubscribes: Hopper posts signed events following Standard Webhooks, retried with backoff. \
+Every event type and its body is in this document's \`webhooks\` section (*Webhook events*); \
+\`POST /v3/webhooks/{id}/resend\` sends events again after an outage.
 
 ## Clients
 Each operation shows a \`curl\` line and the same call with Hopper's typed TypeScript client \
