@@ -550,7 +550,7 @@ function webhookSettings(read: EnvReader): WebhookConfig {
   return Object.freeze({
     allowHttp: read.boolean('WEBHOOK_ALLOW_HTTP', false),
     allowPrivate: read.boolean('WEBHOOK_ALLOW_PRIVATE', false),
-    timeoutMs: read.duration('WEBHOOK_TIMEOUT', '10s'),
+    timeoutMs: read.duration('WEBHOOK_TIMEOUT', '15s'),
     maxInFlight: read.integer('WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
     retryBaseMs: read.duration('WEBHOOK_RETRY_BASE', '10s'),
     retryForMs: read.duration('WEBHOOK_RETRY_FOR', '3d'),

@@ -70,7 +70,7 @@ export async function startWorkers(deps: {
         resolver: deps.dnsResolver,
       })
     : undefined;
-  const webhooks = await startWebhookWorker(deps);
+  const webhooks = await startWebhookWorker({ ...deps, mail: transport });
   deps.log.info({ smtp: deps.config.smtpUrl ? 'pool' : 'outbox' }, 'sending engine started');
   return {
     engine,

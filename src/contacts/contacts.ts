@@ -48,7 +48,7 @@ const SuppressionSchema = Type.Object(
 /** The writable scalar fields of a contact, already validated and normalised. */
 export type ContactFields = Pick<
   Updateable<ContactsTable>,
-  'first_name' | 'last_name' | 'email' | 'phone' | 'time_zone' | 'status' | 'email_suppression'
+  'first_name' | 'last_name' | 'email' | 'phone' | 'time_zone' | 'status' | 'email_suppression' | 'external_id'
 >;
 
 const MAX_TAGS = 100;
@@ -66,6 +66,7 @@ export const Contact = Type.Object({
   email_suppression: Nullable(SuppressionSchema),
   phone_suppression: Nullable(SuppressionSchema),
   tags: Type.Array(Type.String(), { description: 'Tag names, alphabetical' }),
+  external_id: Nullable(Type.String({ description: "Your own id for the contact (a CRM's): unique among the owner's contacts" })),
   created_at: Timestamp,
   updated_at: Timestamp,
   deleted_at: Nullable(Timestamp),
@@ -84,6 +85,13 @@ export const ContactBody = WritableBody(
       ),
       time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
       status: StringEnum(CONTACT_STATUSES),
+      external_id: Nullable(
+        Type.String({
+          minLength: 1,
+          maxLength: 255,
+          description: "Your own id for the contact (a CRM's): unique among the owner's contacts",
+        }),
+      ),
       tags: Type.Array(Type.String({ minLength: 1, maxLength: 255 }), {
         maxItems: MAX_TAGS,
         description: 'Tag names; unknown names are created. On update, replaces every tag of the contact.',
@@ -104,6 +112,7 @@ export const CONTACT_FILTERS: Filters = {
   phone: TEXT('phone'),
   time_zone: { kind: 'exact', column: 'time_zone' },
   status: { kind: 'enum', column: 'status', values: CONTACT_STATUSES },
+  external_id: { kind: 'exact', column: 'external_id' },
 };
 
 /** Validates and normalises what a body changes; `current` is the stored contact on update. */
@@ -114,6 +123,7 @@ export function contactChanges(body: ContactInput, now: Date, current?: ContactR
   if (body.first_name !== undefined) fields.first_name = body.first_name?.trim() || null;
   if (body.last_name !== undefined) fields.last_name = body.last_name?.trim() || null;
   if (body.email !== undefined) fields.email = body.email;
+  if (body.external_id !== undefined) fields.external_id = body.external_id;
   if (body.status !== undefined && body.status !== current?.status) {
     fields.status = body.status;
     // The owner's own word: why the address no longer receives, or nothing once it does again.
@@ -170,6 +180,7 @@ export function toApiContact(row: ContactRow, tags: string[]) {
     email_suppression: row.status === 'Subscribed' ? null : (row.email_suppression ?? emailSuppression(row.status, null, null, null)),
     phone_suppression: row.phone_suppression ?? null,
     tags,
+    external_id: row.external_id ?? null,
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     deleted_at: formatTimestamp(row.deleted_at),
@@ -241,6 +252,28 @@ function emailTaken(holder: ContactRow): DomainError {
   });
 }
 
+/** The index that refuses a second live contact of an owner with one external id. */
+const CONTACT_EXTERNAL_ID_KEY = 'contacts_owner_external_id_key';
+
+/** A write refused because another live contact of the owner has its external id: the 409 naming it. */
+async function externalIdTaken<T>(db: Db, userId: number, externalId: string | null | undefined, write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (error) {
+    if (!externalId || !isUniqueViolation(error, CONTACT_EXTERNAL_ID_KEY)) throw error;
+    const holder = await db
+      .selectFrom('contacts')
+      .select('id')
+      .where('user_id', '=', userId)
+      .where('external_id', '=', externalId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    throw new DomainError('conflict', `Contact ${holder?.id ?? '?'} already has the external id ${externalId}.`, {
+      external_id: [`is already the external id of contact ${holder?.id ?? '?'}`],
+    });
+  }
+}
+
 /** What a write gives back when the unique index turned its address away. */
 const REFUSED: unique symbol = Symbol('address refused');
 
@@ -277,11 +310,16 @@ export async function createContact(db: Db, userId: number, body: ContactInput, 
   // Only an address can make the insert skip its row.
   const created = (trx: Db): Promise<ContactRow> =>
     writingAddress(trx, userId, fields.email as string, async () => (await insert(trx)) ?? REFUSED);
-  if (tags.length === 0) return toApiContact(await created(db), []);
-  return db.transaction().execute(async (trx) => {
-    const row = await created(trx);
-    return toApiContact(row, await setContactTags(trx, userId, row.id, tags, now));
-  });
+  if (tags.length === 0) return toApiContact(await externalIdTaken(db, userId, fields.external_id, created(db)), []);
+  return externalIdTaken(
+    db,
+    userId,
+    fields.external_id,
+    db.transaction().execute(async (trx) => {
+      const row = await created(trx);
+      return toApiContact(row, await setContactTags(trx, userId, row.id, tags, now));
+    }),
+  );
 }
 
 /**
@@ -308,12 +346,18 @@ export async function updateContact(db: Db, contact: ContactRow, body: ContactIn
           : await setContactTags(trx, row.user_id, row.id, tags, now);
       return toApiContact(row, names);
     });
-  if (!fields.email) return update();
-  return writingAddress(db, contact.user_id, fields.email, () =>
-    update().catch((error: unknown): typeof REFUSED => {
-      if (isUniqueViolation(error, CONTACT_EMAIL_KEY)) return REFUSED;
-      throw error;
-    }),
+  if (!fields.email) return externalIdTaken(db, contact.user_id, fields.external_id, update());
+  const email = fields.email;
+  return externalIdTaken(
+    db,
+    contact.user_id,
+    fields.external_id,
+    writingAddress(db, contact.user_id, email, () =>
+      update().catch((error: unknown): typeof REFUSED => {
+        if (isUniqueViolation(error, CONTACT_EMAIL_KEY)) return REFUSED;
+        throw error;
+      }),
+    ),
   );
 }
 

@@ -26,6 +26,9 @@ import * as outcomesAndSuppressions from './migrations/0023-outcomes-and-suppres
 import * as softBounceIndex from './migrations/0024-soft-bounce-index.ts';
 import * as replyAuthentication from './migrations/0026-reply-authentication.ts';
 import * as providerRequestBodies from './migrations/0027-provider-request-bodies.ts';
+import * as webhookPauses from './migrations/0029-webhook-pauses.ts';
+import * as teamWebhooks from './migrations/0030-team-webhooks.ts';
+import * as contactExternalIds from './migrations/0031-contact-external-ids.ts';
 import * as mediaBlobs from './migrations/0034-media-blobs.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
@@ -56,6 +59,9 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0024-soft-bounce-index': softBounceIndex,
   '0026-reply-authentication': replyAuthentication,
   '0027-provider-request-bodies': providerRequestBodies,
+  '0029-webhook-pauses': webhookPauses,
+  '0030-team-webhooks': teamWebhooks,
+  '0031-contact-external-ids': contactExternalIds,
   '0034-media-blobs': mediaBlobs,
 };
 

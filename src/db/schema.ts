@@ -156,6 +156,8 @@ export interface ContactsTable {
   email_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
   /** Why the phone number no longer receives voicemail drops; null while it does. */
   phone_suppression: ColumnType<Suppression | null, string | null | undefined, string | null>;
+  /** The id a CRM knows the contact by: unique among the owner's live contacts (migration 0031). */
+  external_id: string | null;
 }
 
 export interface TagsTable {
@@ -495,6 +497,11 @@ export interface WebhookEndpointsTable {
   previous_secret: string | null;
   previous_secret_expires_at: NullableTimestamp;
   failing_since: NullableTimestamp;
+  /** Retry-After: nothing is sent to it before this time (migration 0029). */
+  paused_until: NullableTimestamp;
+  /** Whose events it hears: its user's, its team's members', or every user's (migration 0030). */
+  scope: Generated<'user' | 'team' | 'service'>;
+  team_id: number | null;
   created_at: ClockTimestamp;
   updated_at: ClockTimestamp;
 }

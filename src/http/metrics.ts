@@ -3,9 +3,10 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { AppContext } from '../app-context.ts';
 import { dueJobs } from '../db/job-queue.ts';
 import { countMessagesByStatus } from '../messages/message-tables.ts';
-import { countDeliveriesByState, countDeliveriesSentSince } from '../sending/deliveries.ts';
+import { countDeliveriesByState, countDeliveriesSentSince, countDeliveryErrors } from '../sending/deliveries.ts';
 import { countDeliveryEvents } from '../sending/delivery-events.ts';
-import { countWebhookAttempts, countWebhookDeliveriesPending } from '../webhooks/deliveries.ts';
+import { countWebhookAttempts, countWebhookDeliveriesPending, webhookLag } from '../webhooks/deliveries.ts';
+import { countDisabledEndpoints } from '../webhooks/endpoints.ts';
 import type { App } from './fastify-types.ts';
 import { HttpError } from './problems.ts';
 
@@ -20,10 +21,20 @@ export async function registerMetrics(app: App, ctx: AppContext): Promise<void> 
   if (!token) return;
   const register = new Registry();
   collectDefaultMetrics({ register, prefix: 'hopper_' });
+  // prom-client's totals of active handles, requests and resources are gauges named `_total`,
+  // which `promtool check metrics` refuses (a `_total` is a counter's); the labelled gauges of the
+  // same names without `_total` hold the same figures by type.
+  for (const name of [
+    'hopper_nodejs_active_handles_total',
+    'hopper_nodejs_active_requests_total',
+    'hopper_nodejs_active_resources_total',
+  ]) {
+    register.removeSingleMetric(name);
+  }
   measureRequests(app, register);
   for (const metric of databaseMetrics(ctx)) readWhenScraped(register, metric);
-  poolConnections(register, ctx);
-  serveMetrics(app, register, token);
+  const pool = poolConnections(register);
+  serveMetrics(app, register, token, () => pool.snapshot(ctx.database.poolStats()));
 }
 
 /** HTTP request durations by route and status, as this process served them. */
@@ -111,6 +122,40 @@ function databaseMetrics(ctx: AppContext): DatabaseMetric[] {
       labelNames: [],
       read: async () => [{ labels: {}, value: await countWebhookDeliveriesPending(db) }],
     },
+    ...(['p50', 'p99'] as const).map(
+      (quantile): DatabaseMetric => ({
+        name: `hopper_webhook_delivery_lag_${quantile}_seconds`,
+        help: `Delay from an event to its delivery, ${quantile} of the webhook deliveries of the last five minutes (0 when none)`,
+        type: 'gauge',
+        labelNames: [],
+        read: async () => [{ labels: {}, value: (await webhookLag(db, ctx.clock()))[quantile] ?? 0 }],
+      }),
+    ),
+    {
+      name: 'hopper_webhook_oldest_pending_age_seconds',
+      help: 'Age of the oldest webhook delivery still waiting for an enabled endpoint (0 when none waits)',
+      type: 'gauge',
+      labelNames: [],
+      read: async () => [{ labels: {}, value: (await webhookLag(db, ctx.clock())).oldestPendingSeconds }],
+    },
+    {
+      name: 'hopper_webhook_endpoints_disabled',
+      help: 'Webhook endpoints disabled (410 Gone, or failing for WEBHOOK_RETRY_FOR)',
+      type: 'gauge',
+      labelNames: [],
+      read: async () => [{ labels: {}, value: await countDisabledEndpoints(db) }],
+    },
+    {
+      name: 'hopper_delivery_errors',
+      help: 'Deliveries failed, bounced, dropped or deferred, by channel, by who said so (smtp, dsn, a relay, a voicemail provider, hopper) and by kind',
+      type: 'gauge',
+      labelNames: ['channel', 'source', 'kind'],
+      read: async () =>
+        (await countDeliveryErrors(db)).map((r) => ({
+          labels: { channel: r.kind, source: r.source, kind: r.classification },
+          value: r.n,
+        })),
+    },
     {
       name: 'hopper_delivery_events_total',
       help: 'Delivery events received (provider webhooks, inbound mail, tracking) by source and kind',
@@ -149,31 +194,47 @@ function readWhenScraped(register: Registry, metric: DatabaseMetric): void {
   }
 }
 
-/** The PostgreSQL pool of this process (absent on PGlite). */
-function poolConnections(register: Registry, ctx: AppContext): void {
+type PoolStats = { total: number; idle: number; waiting: number; max: number } | undefined;
+
+/**
+ * The PostgreSQL pool of this process (absent on PGlite), as it was when the scrape arrived: read
+ * while the scrape's own queries ran, it counted them (waiting 8 with idle 1: queries queued a
+ * moment before a connection came back). `in_use` is total − idle, so in_use + idle = total ≤ max.
+ */
+function poolConnections(register: Registry): { snapshot(stats: PoolStats): void } {
+  let taken: PoolStats;
   new Gauge({
     name: 'hopper_db_pool_connections',
-    help: 'PostgreSQL pool connections by state (absent on PGlite)',
+    help: 'PostgreSQL pool connections by state when the scrape arrived (absent on PGlite)',
     labelNames: ['state'] as const,
     registers: [register],
     collect() {
-      const stats = ctx.database.poolStats();
-      if (!stats) return;
-      this.set({ state: 'total' }, stats.total);
-      this.set({ state: 'idle' }, stats.idle);
-      this.set({ state: 'waiting' }, stats.waiting);
-      this.set({ state: 'max' }, stats.max);
+      this.reset();
+      if (!taken) return;
+      const total = Math.min(taken.total, taken.max);
+      const idle = Math.min(taken.idle, total);
+      this.set({ state: 'total' }, total);
+      this.set({ state: 'idle' }, idle);
+      this.set({ state: 'in_use' }, total - idle);
+      this.set({ state: 'waiting' }, taken.waiting);
+      this.set({ state: 'max' }, taken.max);
     },
   });
+  return {
+    snapshot(stats) {
+      taken = stats;
+    },
+  };
 }
 
-function serveMetrics(app: App, register: Registry, token: string): void {
+function serveMetrics(app: App, register: Registry, token: string, beforeScrape: () => void): void {
   const expected = Buffer.from(`Bearer ${token}`);
   app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (request, reply) => {
     const given = Buffer.from(String(request.headers.authorization ?? ''));
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new HttpError('unauthorized', 'Send the METRICS_TOKEN as a Bearer token.', { headers: { 'WWW-Authenticate': 'Bearer' } });
     }
+    beforeScrape();
     return reply.type(register.contentType).send(await register.metrics());
   });
 }

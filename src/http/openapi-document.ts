@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { EVENT_SCHEMAS } from '../webhooks/event-schemas.ts';
 import { PROBLEMS } from './problems.ts';
 
 /**
@@ -40,6 +41,11 @@ const TAGS: { name: string; description: string }[] = [
     description:
       'Callbacks from email relays and voicemail providers under /v3/callbacks/, authenticated by their signatures or secret URLs (the first paths, under /v3/webhooks/, keep working).',
   },
+  {
+    name: 'Webhook events',
+    description:
+      "What Hopper posts to your webhook endpoints (Standard Webhooks): every event type with its body, signed with the endpoint's secret. Answer 2xx; anything else is retried with backoff (a `Retry-After` on 429 or 503 is honoured), and 410 Gone disables the endpoint.",
+  },
   { name: 'Tracking', description: 'Open and click tracking links and the unsubscribe page, reached by recipients.' },
   { name: 'System', description: 'Health of the service.' },
 ];
@@ -77,7 +83,9 @@ unreachable, server stopping) also says when to retry.
 
 ## Webhooks
 Register endpoints with \`POST /v3/users/{user_id}/webhooks\` to hear of sends, deliveries, bounces, \
-replies and unsubscribes: Hopper posts signed events following Standard Webhooks, retried with backoff.
+replies and unsubscribes: Hopper posts signed events following Standard Webhooks, retried with backoff. \
+Every event type and its body is in this document's \`webhooks\` section (*Webhook events*); \
+\`POST /v3/webhooks/{id}/resend\` sends events again after an outage.
 
 ## Clients
 Each operation shows a \`curl\` line and the same call with Hopper's typed TypeScript client \
@@ -185,7 +193,7 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 const VERBS: Record<string, string> = { get: 'get', put: 'update', patch: 'update', delete: 'delete', head: 'head', post: 'create' };
 /** A static last segment after an id that names an action rather than a collection. */
-const ACTIONS = new Set(['cancel', 'download', 'import', 'test', 'rotate', 'replay', 'send', 'lift']);
+const ACTIONS = new Set(['cancel', 'download', 'import', 'test', 'rotate', 'replay', 'send', 'lift', 'resend']);
 
 function pascal(name: string): string {
   return name
@@ -344,10 +352,79 @@ export function finishDocument(doc: Json, options: { generatedCertificate?: stri
     }
   }
 
+  doc.webhooks = webhookOperations();
+  usedTags.add('Webhook events');
   hoistNamedSchemas(doc, schemas, readOnlyByTitle);
   const described = new Map(TAGS.map((tag) => [tag.name, tag]));
   doc.tags = [...usedTags].sort().map((name) => described.get(name) ?? { name, description: name });
   return doc;
+}
+
+/** The Standard Webhooks headers of every post, as header parameters of the `webhooks` operations. */
+const SIGNATURE_HEADERS: Json[] = [
+  {
+    name: 'webhook-id',
+    in: 'header',
+    required: true,
+    description: "The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it.",
+    schema: { type: 'string', pattern: '^msg_[0-9a-f]{32}$', examples: ['msg_5f8c0e6b2d4a4f1e9b7c3a2d1e0f9a8b'] },
+  },
+  {
+    name: 'webhook-timestamp',
+    in: 'header',
+    required: true,
+    description: 'When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock.',
+    schema: { type: 'string', pattern: '^[0-9]+$', examples: ['1783875360'] },
+  },
+  {
+    name: 'webhook-signature',
+    in: 'header',
+    required: true,
+    description:
+      "`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space.",
+    schema: { type: 'string', examples: ['v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='] },
+  },
+];
+
+/** OpenAPI 3.1 `webhooks`: one operation per event type, its body the event's schema (webhooks/event-schemas.ts). */
+function webhookOperations(): Json {
+  const section: Json = {};
+  for (const { type, schema, resource } of EVENT_SCHEMAS) {
+    const body: Json = JSON.parse(JSON.stringify(schema));
+    const example = { ...(exampleOf({ ...body, title: undefined }) as Json), type };
+    section[type] = {
+      post: {
+        operationId: `${type.replace(/[._](\w)/g, (_m, c: string) => c.toUpperCase())}Event`,
+        summary: type,
+        description: `Posted to each endpoint subscribed to \`${type}\` (a ${resource} event; docs/webhooks.md lists when each is sent).`,
+        tags: ['Webhook events'],
+        security: [],
+        parameters: SIGNATURE_HEADERS,
+        requestBody: {
+          required: true,
+          description: 'The event, signed as the headers say; verify it on the raw bytes.',
+          content: {
+            'application/json': {
+              schema: { allOf: [body, { type: 'object', properties: { type: { const: type } } }] },
+              examples: { [type]: { summary: `A ${type} event`, value: example } },
+            },
+          },
+        },
+        responses: {
+          200: { description: 'Received (any 2xx)' },
+          410: {
+            description:
+              "Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email.",
+          },
+          429: {
+            description: 'Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff.',
+            headers: { 'Retry-After': headerRef('Retry-After') },
+          },
+        },
+      },
+    };
+  }
+  return section;
 }
 
 /** The audio file of the upload samples: the one the README's walk-through makes (six seconds of WAV). */
@@ -504,6 +581,7 @@ function hoistNamedSchemas(doc: Json, schemas: Json, readOnlyByTitle: Map<string
     return { $ref: `#/components/schemas/${title}` };
   };
   doc.paths = visit(doc.paths, undefined);
+  doc.webhooks = visit(doc.webhooks, undefined);
   for (const [name, schema] of Object.entries(schemas)) schemas[name] = visit(schema, name);
 }
 

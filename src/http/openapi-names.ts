@@ -14,8 +14,24 @@ import { Reporting } from '../messages/message-fields.ts';
 import { RecipientInput, RecipientOutput } from '../messages/recipients.ts';
 import { Delivery } from '../sending/delivery-listing.ts';
 import { CreateDropBody, UpdateDropBody, VoicemailDrop } from '../voicemail/drops.ts';
-import { WebhookAttempt, WebhookDelivery } from '../webhooks/deliveries.ts';
+import { WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail } from '../webhooks/deliveries.ts';
 import { CreateWebhookBody, UpdateWebhookBody, WebhookEndpoint, WebhookEndpointWithSecret } from '../webhooks/endpoints.ts';
+import {
+  ContactEvent,
+  ContactEventData,
+  DeliveryEvent,
+  DeliveryEventData,
+  EndpointDisabledEvent,
+  ResendBody,
+  ResendResult,
+  TemplatedEmailEvent,
+  TemplatedEmailEventData,
+  VoicemailDropEvent,
+  VoicemailDropEventData,
+  WebhookEventRecord,
+  WebhookTestEvent,
+  WebhookTestEventData,
+} from '../webhooks/event-schemas.ts';
 
 /**
  * The schemas the OpenAPI document shows as named components (`components.schemas[name]`,
@@ -26,8 +42,13 @@ const NAMED: Record<string, TSchema> = {
   ApiKey: ApiKey,
   ApiKeyCreate: ApiKeyBody,
   Contact: Contact,
+  ContactEvent: ContactEvent,
+  ContactEventData: ContactEventData,
   ContactWrite: ContactBody,
   Delivery: Delivery,
+  DeliveryEvent: DeliveryEvent,
+  DeliveryEventData: DeliveryEventData,
+  EndpointDisabledEvent: EndpointDisabledEvent,
   Media: Media,
   NewApiKey: NewApiKey,
   Recipient: RecipientOutput,
@@ -45,6 +66,8 @@ const NAMED: Record<string, TSchema> = {
   Team: Team,
   TeamCreate: TeamBody,
   TemplatedEmail: TemplatedEmail,
+  TemplatedEmailEvent: TemplatedEmailEvent,
+  TemplatedEmailEventData: TemplatedEmailEventData,
   TemplatedEmailReply: Reply,
   TemplatedEmailWrite: EmailBody,
   TemplatedMessage: TemplatedMessage,
@@ -54,13 +77,21 @@ const NAMED: Record<string, TSchema> = {
   UserCreate: CreateUserBody,
   UserUpdate: UpdateUserBody,
   VoicemailDrop: VoicemailDrop,
+  VoicemailDropEvent: VoicemailDropEvent,
+  VoicemailDropEventData: VoicemailDropEventData,
   VoicemailDropCreate: CreateDropBody,
   VoicemailDropUpdate: UpdateDropBody,
   Webhook: WebhookEndpoint,
   WebhookAttempt: WebhookAttempt,
   WebhookCreate: CreateWebhookBody,
   WebhookDelivery: WebhookDelivery,
+  WebhookDeliveryDetail: WebhookDeliveryDetail,
+  WebhookEvent: WebhookEventRecord,
+  WebhookResend: ResendBody,
+  WebhookResendResult: ResendResult,
   WebhookUpdate: UpdateWebhookBody,
+  WebhookTestEvent: WebhookTestEvent,
+  WebhookTestEventData: WebhookTestEventData,
   WebhookWithSecret: WebhookEndpointWithSecret,
 };
 
@@ -112,6 +143,7 @@ const EXAMPLES: Record<string, object> = {
     events: ['delivery.bounced', 'delivery.replied', 'contact.unsubscribed'],
     description: 'CRM sync',
   },
+  WebhookResend: { since: '2026-07-12T16:56:00Z' },
   WebhookUpdate: { events: ['delivery.bounced', 'delivery.replied', 'contact.unsubscribed', 'contact.status_changed'] },
 };
 

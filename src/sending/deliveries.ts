@@ -531,6 +531,22 @@ export async function countDeliveriesByState(db: Db): Promise<{ kind: MessageKin
   return rows.map((row) => ({ ...row, n: Number(row.n) }));
 }
 
+/**
+ * Deliveries that failed, bounced, were dropped or wait after a temporary failure, by kind, by who
+ * said so (smtp, dsn, sendgrid, a voicemail provider, hopper) and by the outcome's class
+ * (docs/outcomes.md), for /metrics: the providers' and the SMTP relay's errors by kind.
+ */
+export async function countDeliveryErrors(db: Db): Promise<{ kind: MessageKind; source: string; classification: string; n: number }[]> {
+  const { rows } = await sql<{ kind: MessageKind; source: string; classification: string; n: string }>`
+    SELECT message_kind AS kind,
+           -- Without a recorded outcome, the channel's own hand-over said so: the SMTP relay, or the provider.
+           COALESCE(outcome ->> 'source', CASE message_kind WHEN 'templated_email' THEN 'smtp' ELSE 'provider' END) AS source,
+           COALESCE(outcome ->> 'classification', CASE state WHEN 'deferred' THEN 'deferred' ELSE 'unclassified' END) AS classification,
+           count(*) AS n
+    FROM deliveries WHERE state IN ('failed', 'bounced', 'dropped', 'deferred') GROUP BY 1, 2, 3`.execute(db);
+  return rows.map((row) => ({ ...row, n: Number(row.n) }));
+}
+
 /** Deliveries handed over since `since`, by kind (the send rate, for /metrics). */
 export async function countDeliveriesSentSince(db: Db, since: Date): Promise<{ kind: MessageKind; n: number }[]> {
   const { rows } = await sql<{ kind: MessageKind; n: string }>`

@@ -11,7 +11,8 @@ import { findDrop, findEmail } from '../messages/message-tables.ts';
 import { toApiDelivery } from '../sending/delivery-listing.ts';
 import { formatTimestamp } from '../time.ts';
 import { toApiVoicemailDrop } from '../voicemail/drops.ts';
-import { TEST_EVENT } from './events.ts';
+import { ENDPOINT_DISABLED_EVENT, TEST_EVENT, WEBHOOK_EVENT_TYPES } from './events.ts';
+import { thinData } from './payload-size.ts';
 
 /**
  * The webhook delivery ledger: one row per event and endpoint, claimed by a worker with a lease
@@ -43,7 +44,25 @@ export const WebhookDelivery = Type.Object({
   attempt_log: Type.Array(WebhookAttempt),
 });
 
-export const WEBHOOK_DELIVERY_FILTERS: Filters = { state: { kind: 'enum', column: 'state', values: WEBHOOK_DELIVERY_STATES } };
+/** One delivery, read alone: with the event's id and the exact body it posts. */
+export const WebhookDeliveryDetail = Type.Object({
+  ...WebhookDelivery.properties,
+  event_id: Id,
+  request: Type.Object(
+    {
+      method: Type.Literal('POST'),
+      url: Type.String({ description: "The endpoint's URL" }),
+      webhook_id: Type.String(),
+      body: Nullable(Type.String({ description: 'The body posted, byte for byte (the signature covers it); null until first made' })),
+    },
+    { description: 'What each attempt posts (the signature headers are made per attempt)' },
+  ),
+});
+
+export const WEBHOOK_DELIVERY_FILTERS: Filters = {
+  id: { kind: 'id', column: 'd.id' },
+  state: { kind: 'enum', column: 'state', values: WEBHOOK_DELIVERY_STATES },
+};
 
 /** The `webhook-id` of an event. */
 export const webhookId = (uid: string) => `msg_${uid.replace(/-/g, '')}`;
@@ -126,16 +145,16 @@ export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: 
   const lease = new Date(now.getTime() + leaseMs);
   const { rows } = await sql<ClaimedWebhook>`
     WITH endpoint AS (
-      SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled
+      SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled AND (paused_until IS NULL OR paused_until <= ${now})
     ), room AS (
       SELECT ${limit}::integer AS n FROM endpoint
     ), abandoned AS (
       SELECT id FROM webhook_deliveries
-      WHERE endpoint_id = ${endpointId} AND state = 'sending' AND lease_until < ${now}
+      WHERE endpoint_id = ${endpointId} AND state = 'sending' AND lease_until < ${now} AND EXISTS (SELECT 1 FROM room)
       LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
     ), fresh AS (
       SELECT id FROM webhook_deliveries
-      WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= ${now}
+      WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= ${now} AND EXISTS (SELECT 1 FROM room)
       ORDER BY next_attempt_at, id
       LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
     ), picked AS (
@@ -179,7 +198,13 @@ export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUr
   for (const event of missing) {
     if (made.has(event.event_id)) continue;
     const data = await eventData(db, event, contactTags, publicUrl);
-    made.set(event.event_id, JSON.stringify({ type: event.type, timestamp: event.occurred_at.toISOString(), data }));
+    const envelope = { type: event.type, timestamp: event.occurred_at.toISOString(), user_id: event.user_id };
+    const href = `${publicUrl}/v3/${RESOURCE_PATHS[event.resource] ?? ''}/${event.resource_id}`;
+    const thin =
+      event.resource in RESOURCE_PATHS && data && typeof data === 'object'
+        ? thinData(event.resource, data as Record<string, unknown>, href, Buffer.byteLength(JSON.stringify(envelope)))
+        : data;
+    made.set(event.event_id, JSON.stringify({ ...envelope, data: thin }));
   }
   const ids = [...made.keys()];
   const { rows } = await sql<{ id: number; payload: string | null }>`
@@ -191,6 +216,13 @@ export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUr
   const stored = new Map(rows.filter((r) => r.payload !== null).map((r) => [Number(r.id), r.payload]));
   for (const event of missing) event.payload = stored.get(event.event_id) ?? made.get(event.event_id) ?? null;
 }
+
+/** Where each resource whose events may be thinned is read in the API. */
+const RESOURCE_PATHS: Record<string, string> = {
+  contact: 'contacts',
+  templated_email: 'templated_emails',
+  voicemail_drop: 'voicemail_drops',
+};
 
 async function eventData(db: Db, event: ClaimedWebhook, contactTags: Map<string, string[]>, publicUrl: string): Promise<unknown> {
   const snapshot = event.snapshot;
@@ -341,6 +373,34 @@ export async function insertTestEvent(db: Db, endpoint: Pick<WebhookEndpointRow,
   });
 }
 
+/**
+ * `endpoint.disabled`: an event about the endpoint (its API shape, `snapshot`) with a delivery to
+ * each other enabled endpoint of its user, whatever they subscribe to (the Standard Webhooks
+ * guidance: tell the owner by another channel). Nothing when the user has no other endpoint.
+ */
+export async function insertEndpointDisabledEvent(
+  db: Db,
+  endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id'>,
+  snapshot: Record<string, unknown>,
+  now: Date,
+): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    WITH others AS (
+      SELECT id FROM webhook_endpoints WHERE user_id = ${endpoint.user_id} AND enabled AND id <> ${endpoint.id}
+    ), event AS (
+      INSERT INTO webhook_events (user_id, type, resource, resource_id, occurred_at, snapshot)
+      SELECT ${endpoint.user_id}, ${ENDPOINT_DISABLED_EVENT}, 'webhook', ${endpoint.id}, ${now}, ${JSON.stringify(snapshot)}::jsonb
+      WHERE EXISTS (SELECT 1 FROM others)
+      RETURNING id
+    ), queued AS (
+      INSERT INTO webhook_deliveries (endpoint_id, event_id, next_attempt_at, created_at, updated_at)
+      SELECT others.id, event.id, ${now}, ${now}, ${now} FROM others CROSS JOIN event
+      RETURNING id
+    )
+    SELECT count(*) AS n FROM queued`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
 /** Attempts by outcome (a 2xx answer, or not), for /metrics. */
 export async function countWebhookAttempts(db: Db): Promise<{ delivered: boolean; n: number }[]> {
   const { rows } = await sql<{ ok: boolean; n: string }>`
@@ -348,8 +408,176 @@ export async function countWebhookAttempts(db: Db): Promise<{ delivered: boolean
   return rows.map((row) => ({ delivered: row.ok, n: Number(row.n) }));
 }
 
+/**
+ * For /metrics: the delay from each event to its delivery (p50, p99) over deliveries made in the
+ * last five minutes, and the age of the oldest delivery still waiting for an enabled endpoint.
+ */
+export async function webhookLag(db: Db, now: Date): Promise<{ p50: number | null; p99: number | null; oldestPendingSeconds: number }> {
+  const since = new Date(now.getTime() - 300_000);
+  const { rows } = await sql<{ p50: number | null; p99: number | null; oldest: Date | string | null }>`
+    SELECT
+      (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.occurred_at))
+         FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+         WHERE d.state = 'delivered' AND d.delivered_at >= ${since}) AS p50,
+      (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - e.occurred_at))
+         FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+         WHERE d.state = 'delivered' AND d.delivered_at >= ${since}) AS p99,
+      (SELECT min(d.created_at) FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE d.state IN ('pending', 'sending') AND w.enabled) AS oldest`.execute(db);
+  const row = rows[0];
+  const oldest = row?.oldest ? new Date(row.oldest) : undefined;
+  return {
+    p50: row?.p50 === null || row?.p50 === undefined ? null : Number(row.p50),
+    p99: row?.p99 === null || row?.p99 === undefined ? null : Number(row.p99),
+    oldestPendingSeconds: oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : 0,
+  };
+}
+
 /** Deliveries waiting to be sent or retried, or being sent, for /metrics. */
 export async function countWebhookDeliveriesPending(db: Db): Promise<number> {
   const { rows } = await sql<{ n: string }>`SELECT count(*) AS n FROM webhook_deliveries WHERE state IN ('pending', 'sending')`.execute(db);
   return Number(rows[0]?.n ?? 0);
+}
+
+/** What the events listing may filter on: `type` (repeatable); `since` and `until` are separate bounds. */
+export const WEBHOOK_EVENT_FILTERS: Filters = {
+  type: { kind: 'enum', column: 'type', values: [...WEBHOOK_EVENT_TYPES, TEST_EVENT, ENDPOINT_DISABLED_EVENT] },
+};
+
+/** A stored event as the events listing shows it: its ids, and its body as posted (made now if no endpoint was sent it yet). */
+interface ListedWebhookEvent {
+  id: number;
+  webhook_id: string;
+  type: string;
+  timestamp: string;
+  user_id: number;
+  resource: string;
+  resource_id: number;
+  payload: { type: string; timestamp: string; user_id: number; data: unknown };
+}
+
+/**
+ * One page of a user's stored events (those some endpoint was subscribed to when they happened),
+ * oldest first, filtered by type and by time (`since` inclusive, `until` exclusive).
+ */
+export async function searchWebhookEvents(
+  db: Db,
+  userId: number,
+  params: SearchParams & { since?: Date; until?: Date },
+  publicUrl: string,
+) {
+  let query = db
+    .selectFrom('webhook_events')
+    .select(['id', 'uid', 'type', 'resource', 'resource_id', 'user_id', 'occurred_at', 'snapshot', 'payload'])
+    .where('user_id', '=', userId);
+  if (params.since) query = query.where('occurred_at', '>=', params.since);
+  if (params.until) query = query.where('occurred_at', '<', params.until);
+  const result = await runSearch(query, WEBHOOK_EVENT_FILTERS, params, 'id');
+  const events: ClaimedWebhook[] = result.rows.map((r) => ({
+    id: Number(r.id),
+    attempts: 0,
+    created_at: r.occurred_at,
+    event_id: Number(r.id),
+    uid: r.uid,
+    type: r.type,
+    resource: r.resource,
+    resource_id: Number(r.resource_id),
+    user_id: Number(r.user_id),
+    occurred_at: r.occurred_at,
+    snapshot: r.snapshot as Record<string, unknown>,
+    payload: r.payload,
+  }));
+  await ensurePayloads(db, events, publicUrl);
+  const rows: ListedWebhookEvent[] = events.map((e) => ({
+    id: e.event_id,
+    webhook_id: webhookId(e.uid),
+    type: e.type,
+    timestamp: e.occurred_at.toISOString(),
+    user_id: e.user_id,
+    resource: e.resource,
+    resource_id: e.resource_id,
+    payload: JSON.parse(e.payload ?? '{}'),
+  }));
+  return { ...result, rows };
+}
+
+/** One delivery of an endpoint with its attempts and the body it posts; undefined if the endpoint has no such delivery. */
+export async function findWebhookDelivery(db: Db, endpoint: Pick<WebhookEndpointRow, 'id' | 'url'>, deliveryId: number) {
+  const found = await searchWebhookDeliveries(db, endpoint.id, { page: 1, per_page: 1, id: [deliveryId] });
+  const delivery = found.rows[0];
+  if (!delivery) return undefined;
+  const event = await db
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .select(['e.id', 'e.payload'])
+    .where('d.id', '=', deliveryId)
+    .executeTakeFirstOrThrow();
+  return {
+    ...delivery,
+    event_id: Number(event.id),
+    request: { method: 'POST' as const, url: endpoint.url, webhook_id: delivery.webhook_id, body: event.payload },
+  };
+}
+
+/** Resends at most this many events per request (the answer says where to go on from). */
+const RESEND_LIMIT = 10_000;
+
+/**
+ * Queues events of the endpoint's user again for this endpoint, due now: one event (any type), or
+ * every event since a time that the endpoint subscribes to. A delivery it already has goes back to
+ * `pending` with its retry window started anew (one being sent is left alone); an event it never
+ * had (it was disabled, or subscribed later) gets a delivery. Oldest first, RESEND_LIMIT at most:
+ * `next_since` is where to go on from when there were more.
+ */
+export async function resendWebhookEvents(
+  db: Db,
+  endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id' | 'events' | 'scope' | 'team_id'>,
+  which: { eventId: number } | { since: Date; until?: Date | undefined },
+  now: Date,
+): Promise<{ queued: number; next_since: string | null }> {
+  // Whose events the endpoint hears: its user's, its team members', or everyone's.
+  const heard =
+    endpoint.scope === 'service'
+      ? sql`true`
+      : endpoint.scope === 'team'
+        ? sql`user_id IN (SELECT id FROM users WHERE team_id = ${endpoint.team_id})`
+        : sql`user_id = ${endpoint.user_id}`;
+  const picked =
+    'eventId' in which
+      ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND ${heard}`
+      : sql`SELECT id, occurred_at FROM webhook_events
+            WHERE ${heard} AND occurred_at >= ${which.since}
+              ${which.until ? sql`AND occurred_at < ${which.until}` : sql``}
+              AND type = ANY (${endpoint.events}::text[])
+            ORDER BY occurred_at, id LIMIT ${RESEND_LIMIT}`;
+  const { rows } = await sql<{ picked: string; queued: string; last: Date | string | null }>`
+    WITH picked AS (${picked}), reset AS (
+      UPDATE webhook_deliveries d
+      SET state = 'pending', next_attempt_at = ${now}, created_at = ${now}, updated_at = ${now}, lease_until = NULL
+      FROM picked p WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id} AND d.state <> 'sending'
+      RETURNING d.id
+    ), added AS (
+      INSERT INTO webhook_deliveries (endpoint_id, event_id, next_attempt_at, created_at, updated_at)
+      SELECT ${endpoint.id}, p.id, ${now}, ${now}, ${now} FROM picked p
+      WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id})
+      ORDER BY p.occurred_at, p.id
+      RETURNING id
+    )
+    SELECT (SELECT count(*) FROM picked) AS picked,
+           (SELECT count(*) FROM reset) + (SELECT count(*) FROM added) AS queued,
+           (SELECT max(occurred_at) FROM picked) AS last,
+           pg_notify('hopper_webhooks', '')`.execute(db);
+  const row = rows[0];
+  const truncated = !('eventId' in which) && Number(row?.picked ?? 0) >= RESEND_LIMIT;
+  return {
+    queued: Number(row?.queued ?? 0),
+    next_since: truncated && row?.last ? formatTimestamp(new Date(row.last)) : null,
+  };
+}
+
+/** An enabled endpoint's pending deliveries, due now with their retry window started anew (the endpoint was enabled again). */
+export async function duePendingAgain(db: Db, endpointId: number, now: Date): Promise<void> {
+  await sql`
+    UPDATE webhook_deliveries SET next_attempt_at = ${now}, created_at = ${now}, updated_at = ${now}
+    WHERE endpoint_id = ${endpointId} AND state = 'pending'`.execute(db);
 }

@@ -22,3 +22,6 @@ export const WEBHOOK_EVENT_TYPES = [
 ] as const;
 
 export const TEST_EVENT = 'webhook.test';
+
+/** Sent to a user's other endpoints when one of theirs is disabled (whatever they subscribe to). */
+export const ENDPOINT_DISABLED_EVENT = 'endpoint.disabled';

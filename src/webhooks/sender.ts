@@ -24,6 +24,17 @@ interface PostResult {
   error: string | null;
   ok: boolean;
   durationMs: number;
+  /** What a 429 or 503 answer's Retry-After asked for, in milliseconds (seconds or an HTTP date); null without one. */
+  retryAfterMs: number | null;
+}
+
+/** Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; null when absent or unreadable. */
+export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | null {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (!text) return null;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
 
 export interface WebhookSender {
@@ -49,11 +60,12 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
   return {
     async post(target, headers, body) {
       const started = performance.now();
-      const done = (status: number | null, error: string | null): PostResult => ({
+      const done = (status: number | null, error: string | null, retryAfter: number | null = null): PostResult => ({
         status,
         error,
         ok: error === null,
         durationMs: Math.round(performance.now() - started),
+        retryAfterMs: retryAfter,
       });
       if (!URL.canParse(target)) return done(null, 'the endpoint URL is not valid');
       const url = new URL(target);
@@ -75,7 +87,8 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
           return done(status, null);
         }
         const excerpt = (await response.body.text().catch(() => '')).slice(0, MAX_ERROR_BODY).trim().replace(/\s+/g, ' ');
-        return done(status, `HTTP ${status}${excerpt ? `: ${excerpt}` : ''}`);
+        const retryAfter = status === 429 || status === 503 ? retryAfterMs(response.headers['retry-after']) : null;
+        return done(status, `HTTP ${status}${excerpt ? `: ${excerpt}` : ''}`, retryAfter);
       } catch (error) {
         if (deadline.aborted || error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
           return done(null, `timed out after ${config.timeoutMs} ms`);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
@@ -5,18 +6,28 @@ import { failureLevel } from '../db/errors.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import { type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
+import type { MailTransport } from '../email/transport.ts';
+import { findUser } from '../identity/users.ts';
 import type { Clock } from '../time.ts';
 import {
   type AttemptOutcome,
   type ClaimedWebhook,
   claimWebhookDeliveries,
   ensurePayloads,
+  insertEndpointDisabledEvent,
   pruneWebhookHistory,
   recordWebhookAttempts,
   releaseWebhookClaims,
   webhookId,
 } from './deliveries.ts';
-import { endpointsWithDueWork, findEndpointById, noteEndpointHealth } from './endpoints.ts';
+import {
+  disableEndpoint,
+  endpointsWithDueWork,
+  findEndpointById,
+  noteEndpointHealth,
+  pauseEndpoint,
+  toApiWebhookEndpoint,
+} from './endpoints.ts';
 import { createWebhookSender, type WebhookSender } from './sender.ts';
 import { signatureHeader } from './signing.ts';
 
@@ -47,6 +58,8 @@ interface WebhookWorkerDeps {
   queue: JobQueue;
   clock: Clock;
   log: FastifyBaseLogger;
+  /** Where the email telling an owner their endpoint was disabled goes (the worker's mail transport); none: no email. */
+  mail?: MailTransport | undefined;
   /** Told of every attempt's outcome (metrics). */
   onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
 }
@@ -97,6 +110,8 @@ interface RunContext {
    */
   leaseMs: number;
   stopping(): boolean;
+  /** An endpoint was disabled (410 Gone, or failing too long): tell the owner's other endpoints, and the owner. */
+  disabled(endpoint: WebhookEndpointRow): Promise<void>;
 }
 
 export class WebhookWorker {
@@ -121,7 +136,45 @@ export class WebhookWorker {
       sender: this.#sender,
       leaseMs: settings.timeoutMs * (Math.ceil((2 * CLAIM_BATCH) / settings.maxInFlight) + 2),
       stopping: () => this.#stopping,
+      disabled: (endpoint) => this.#disabled(endpoint),
     };
+  }
+
+  /**
+   * An endpoint was disabled: an `endpoint.disabled` event to its user's other enabled endpoints,
+   * and an email to the user (the Standard Webhooks guidance: tell the owner by another channel).
+   * A failure to mail is logged; the endpoint stays disabled either way.
+   */
+  async #disabled(endpoint: WebhookEndpointRow): Promise<void> {
+    const { clock, config, log, mail } = this.#deps;
+    const db = this.#run.db;
+    const now = clock();
+    const queued = await insertEndpointDisabledEvent(db, endpoint, toApiWebhookEndpoint(endpoint), now);
+    log.warn({ endpoint: endpoint.id, reason: endpoint.disabled_reason, notified: queued }, 'webhook endpoint disabled');
+    const owner = mail ? await findUser(db, endpoint.user_id) : undefined;
+    if (!mail || !owner?.email) return;
+    const settings = `${config.publicUrl}/v3/webhooks/${endpoint.id}`;
+    const text = [
+      `Hopper disabled your webhook endpoint ${endpoint.url}${endpoint.description ? ` (${endpoint.description})` : ''}.`,
+      '',
+      `Why: ${endpoint.disabled_reason ?? 'it kept failing'}`,
+      '',
+      'Events for it are kept while it is disabled. Once your receiver is back, enable it again',
+      `(PUT ${settings} with {"enabled": true}): what was pending is sent at once. To ask for`,
+      `everything since a time, POST ${settings}/resend with {"since": "<ISO 8601 time>"}.`,
+    ].join('\n');
+    await mail
+      .forward(
+        {
+          from: config.mailFrom,
+          to: owner.email,
+          subject: `Webhook endpoint disabled: ${endpoint.url}`,
+          text,
+          messageId: `<${randomUUID()}@${new URL(config.publicUrl).hostname}>`,
+        },
+        `webhook-disabled-${endpoint.id}-${now.getTime()}`,
+      )
+      .catch((error: unknown) => log.warn({ err: error, endpoint: endpoint.id }, 'the email about a disabled webhook endpoint failed'));
   }
 
   async start(): Promise<void> {
@@ -235,6 +288,8 @@ class EndpointRun {
   #secrets: string[] = [];
   #halt: Halt | undefined;
   #failuresInARow = 0;
+  /** The latest Retry-After this run was answered with: the endpoint is paused until then. */
+  #pausedUntil: Date | undefined;
   #inFlight = 0;
   #refilling: Promise<void> | undefined;
   /** When the last claim found nothing due (0: it found some). */
@@ -308,6 +363,11 @@ class EndpointRun {
     }
     const now = clock();
     const endpoint = this.#endpoint;
+    // Paused by a Retry-After (this run's or another's): nothing is sent before then.
+    if (endpoint.paused_until && endpoint.paused_until > now) {
+      this.#halt ??= { why: 'endpoint down' };
+      return;
+    }
     this.#secrets = [endpoint.secret];
     if (endpoint.previous_secret && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at > now) {
       this.#secrets.push(endpoint.previous_secret);
@@ -343,10 +403,17 @@ class EndpointRun {
     this.#inFlight--;
     const finished = clock();
     const expired = finished.getTime() - claim.created_at.getTime() >= settings.retryForMs;
-    const nextAt = result.ok || expired ? null : new Date(finished.getTime() + retryDelay(settings.retryBaseMs, claim.attempts));
+    // Retry-After (429, 503) is honoured, up to the longest backoff: the endpoint is paused until then.
+    const retryAt =
+      result.retryAfterMs === null ? undefined : new Date(finished.getTime() + Math.min(result.retryAfterMs, MAX_RETRY_DELAY_MS));
+    if (retryAt && (!this.#pausedUntil || retryAt > this.#pausedUntil)) this.#pausedUntil = retryAt;
+    const nextAt =
+      result.ok || expired ? null : (retryAt ?? new Date(finished.getTime() + retryDelay(settings.retryBaseMs, claim.attempts)));
     onAttempt?.(result.ok ? 'delivered' : nextAt ? 'retry' : 'failed');
     // A failure to record is the run's failure (drain() throws it); the claim's lease runs out and it is retried.
     this.#outcomes.add({ id: claim.id, attempts: claim.attempts, startedAt, ...result, nextAt }).catch(() => {});
+    if (result.status === 410) this.#halt ??= { why: 'endpoint disabled' };
+    else if (retryAt) this.#halt ??= { why: 'endpoint down' };
     if (result.ok) this.#failuresInARow = 0;
     else if (++this.#failuresInARow >= settings.maxInFlight && this.#halt === undefined) {
       this.#halt = { why: 'endpoint down' };
@@ -358,12 +425,21 @@ class EndpointRun {
   async #record(batch: AttemptOutcome[]): Promise<void> {
     const { clock, config } = this.#worker.deps;
     const finished = clock();
-    await recordWebhookAttempts(this.#worker.db, batch, finished);
+    const { db } = this.#worker;
+    await recordWebhookAttempts(db, batch, finished);
+    if (this.#pausedUntil) await pauseEndpoint(db, this.#endpointId, this.#pausedUntil);
+    const gone = batch.find((o) => o.status === 410);
     const succeeded = batch.some((o) => o.ok);
-    if (!succeeded || this.#endpoint?.failing_since) {
+    let disabled: WebhookEndpointRow | undefined;
+    if (gone) {
+      // 410 Gone: the receiver says the endpoint is no more. Disabled at once, not retried for days.
+      const reason = `Disabled at once: the endpoint answered 410 Gone at ${gone.startedAt.toISOString()}`;
+      disabled = await disableEndpoint(db, this.#endpointId, reason, finished);
+    } else if (!succeeded || this.#endpoint?.failing_since) {
       const lastError = batch.findLast((o) => !o.ok)?.error ?? null;
-      await noteEndpointHealth(this.#worker.db, this.#endpointId, { succeeded, lastError }, finished, config.webhooks.retryForMs);
+      disabled = await noteEndpointHealth(db, this.#endpointId, { succeeded, lastError }, finished, config.webhooks.retryForMs);
     }
+    if (disabled) await this.#worker.disabled(disabled);
   }
 }
 

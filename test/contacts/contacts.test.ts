@@ -51,6 +51,7 @@ describe('contacts', () => {
         email_suppression: null,
         phone_suppression: null,
         tags: ['buyers', 'Sphere'],
+        external_id: null,
         created_at: undefined,
         updated_at: undefined,
         deleted_at: null,

@@ -20,6 +20,7 @@ export const CONTACT: Shape = {
   email_suppression: nullable(SUPPRESSION),
   phone_suppression: nullable(SUPPRESSION),
   tags: 'string[]',
+  external_id: 'string|null',
   created_at: 'timestamp',
   updated_at: 'timestamp',
   deleted_at: 'timestamp|null',

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
 import { waitFor } from '../sending/support/wait.ts';
@@ -73,6 +74,57 @@ describe('GET /metrics', () => {
     );
     assert.ok(created && created[1] >= 1, 'the create request was timed');
     assert.ok(now.has('hopper_nodejs_eventloop_lag_seconds'), 'event-loop lag');
+  });
+  test('webhook lag, oldest pending age, disabled endpoints, delivery errors by kind, and pool figures that add up', async () => {
+    const before = await scrape();
+    for (const name of [
+      'hopper_webhook_delivery_lag_p50_seconds',
+      'hopper_webhook_delivery_lag_p99_seconds',
+      'hopper_webhook_oldest_pending_age_seconds',
+      'hopper_webhook_endpoints_disabled',
+    ]) {
+      assert.ok(before.has(name), name);
+    }
+    // A disabled endpoint with an event waiting for it does not count as pending; a disabled one is counted.
+    const disabled = await s.api.post(`/v3/users/${s.owner}/webhooks`, {
+      url: 'https://crm.example.com/hooks',
+      events: ['contact.created'],
+      enabled: false,
+    });
+    assert.equal(disabled.status, 201, disabled.raw);
+    const after = await scrape();
+    assert.equal(after.get('hopper_webhook_endpoints_disabled'), (before.get('hopper_webhook_endpoints_disabled') ?? 0) + 1);
+    // A refused recipient: an SMTP error, counted by channel, source and kind.
+    s.sink.behave({ recipient: (address) => (address.startsWith('refused') ? { code: 550, message: '5.1.1 No such user' } : undefined) });
+    try {
+      const people = await audience(s, 1, () => ({ email: `refused-${Date.now()}@example.com` }));
+      const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+      await waitForStatus(s, email.id, ['Sent', 'Failed']);
+      const m = await waitFor('the error counted', async () => {
+        const now = await scrape();
+        return [...now.keys()].some((k) => k.startsWith('hopper_delivery_errors{channel="templated_email"')) && now;
+      });
+      const errors = [...m.entries()].filter(([k]) => k.startsWith('hopper_delivery_errors{'));
+      assert.ok(
+        errors.some(([k, v]) => /source="smtp"/.test(k) && v >= 1),
+        JSON.stringify(errors),
+      );
+    } finally {
+      s.sink.behave({});
+    }
+    if (process.env.DATABASE_URL) {
+      const pool = (state: string) => after.get(`hopper_db_pool_connections{state="${state}"}`) ?? Number.NaN;
+      assert.ok(pool('idle') <= pool('total') && pool('total') <= pool('max'), 'idle ≤ total ≤ max');
+      assert.equal(pool('in_use') + pool('idle'), pool('total'));
+    }
+  });
+
+  test("promtool check metrics finds nothing to say (Debian's prometheus package; .ci/run installs it)", async () => {
+    const reply = await asKey(s.t.app, TOKEN).get('/metrics');
+    const checked = spawnSync('promtool', ['check', 'metrics'], { input: reply.raw, encoding: 'utf8' });
+    assert.equal(checked.error, undefined, 'promtool is installed');
+    assert.equal(checked.status, 0, `promtool check metrics: ${checked.stdout}${checked.stderr}`);
+    assert.equal(`${checked.stdout}${checked.stderr}`.trim(), '');
   });
 });
 

@@ -7,6 +7,7 @@ import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitFor
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
+import { eventContract } from './support/contract.ts';
 import { type Receiver, startReceiver } from './support/receiver.ts';
 
 /**
@@ -37,6 +38,11 @@ describe('webhooks to a real HTTPS receiver', () => {
     });
   });
   after(async () => {
+    // Every body received here is valid for its type in the OpenAPI document's `webhooks`.
+    if (s && receiver) {
+      const contract = await eventContract(s.t.app);
+      for (const request of receiver.received) contract.check(request.body);
+    }
     await s?.close();
     await receiver?.close();
   });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import createClient, { type Client } from 'openapi-fetch';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 // A type-only import, erased at run time: `.js` names the built file that the declarations sit beside.
-import type { components, paths } from './schema.js';
+import type { components, paths, webhooks } from './schema.js';
 
 /**
  * The typed client of Hopper's /v3 API: `schema.ts` is generated from the served OpenAPI document
@@ -32,7 +32,17 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type WebhookDelivery = Schemas['WebhookDelivery'];
 export type Problem = Schemas['Problem'];
 export type ContactImportResult = Schemas['ContactImportResult'];
-export type { components, paths };
+export type { components, paths, webhooks };
+
+/** The body of every event Hopper posts to a webhook endpoint (the OpenAPI document's `webhooks`), told apart by `type`. */
+export type WebhookEvent =
+  | Schemas['TemplatedEmailEvent']
+  | Schemas['VoicemailDropEvent']
+  | Schemas['DeliveryEvent']
+  | Schemas['ContactEvent']
+  | Schemas['WebhookTestEvent']
+  | Schemas['EndpointDisabledEvent'];
+export type WebhookEventType = WebhookEvent['type'];
 
 /** An RFC 9457 problem answered by Hopper, thrown by `unwrap` and the iterators. */
 export class HopperProblem extends Error {
@@ -178,16 +188,6 @@ function delay(response: Response | undefined, attempt: number, backoffMs: numbe
     if (Number.isFinite(ms)) return Math.min(Math.max(ms, 0), 60_000);
   }
   return backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-}
-
-/** One event Hopper posts to a registered webhook endpoint (docs/webhooks.md lists the types). */
-export interface WebhookEvent {
-  /** `templated_email.sent`, `delivery.bounced`, `contact.unsubscribed`, … */
-  type: string;
-  /** When it happened (ISO 8601). */
-  timestamp: string;
-  /** The resource as the API reads it at that moment. */
-  data: { id: number; [field: string]: unknown };
 }
 
 /**

@@ -1005,6 +1005,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v3/webhooks/{id}/deliveries/{delivery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One delivery of an endpoint: every attempt (status, error or answer excerpt, duration, next retry) and the body it posts
+         * @description One delivery of an endpoint: every attempt (status, error or answer excerpt, duration, next retry) and the body it posts
+         */
+        get: operations["getWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/users/{user_id}/webhook_events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's events, oldest first, as posted (filters `type`, `since`, `until`)
+         * @description A user's events, oldest first, as posted (filters `type`, `since`, `until`)
+         */
+        get: operations["listWebhookEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v3/webhooks/{id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
+         * @description Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
+         */
+        post: operations["resendWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/unsubscribe/{token}": {
         parameters: {
             query?: never;
@@ -1030,7 +1090,488 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "templated_email.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.scheduled
+         * @description Posted to each endpoint subscribed to `templated_email.scheduled` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailScheduledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.sending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.sending
+         * @description Posted to each endpoint subscribed to `templated_email.sending` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailSendingEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.sent
+         * @description Posted to each endpoint subscribed to `templated_email.sent` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailSentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.failed
+         * @description Posted to each endpoint subscribed to `templated_email.failed` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "templated_email.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * templated_email.cancelled
+         * @description Posted to each endpoint subscribed to `templated_email.cancelled` (a templated email event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["templatedEmailCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.scheduled
+         * @description Posted to each endpoint subscribed to `voicemail_drop.scheduled` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropScheduledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.sending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.sending
+         * @description Posted to each endpoint subscribed to `voicemail_drop.sending` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropSendingEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.sent
+         * @description Posted to each endpoint subscribed to `voicemail_drop.sent` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropSentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.failed
+         * @description Posted to each endpoint subscribed to `voicemail_drop.failed` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "voicemail_drop.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * voicemail_drop.cancelled
+         * @description Posted to each endpoint subscribed to `voicemail_drop.cancelled` (a voicemail drop event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["voicemailDropCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.sent
+         * @description Posted to each endpoint subscribed to `delivery.sent` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliverySentEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.delivered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.delivered
+         * @description Posted to each endpoint subscribed to `delivery.delivered` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryDeliveredEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.bounced": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.bounced
+         * @description Posted to each endpoint subscribed to `delivery.bounced` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryBouncedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.failed
+         * @description Posted to each endpoint subscribed to `delivery.failed` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.opened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.opened
+         * @description Posted to each endpoint subscribed to `delivery.opened` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryOpenedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.clicked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.clicked
+         * @description Posted to each endpoint subscribed to `delivery.clicked` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryClickedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.replied": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * delivery.replied
+         * @description Posted to each endpoint subscribed to `delivery.replied` (a delivery event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["deliveryRepliedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.created
+         * @description Posted to each endpoint subscribed to `contact.created` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description Posted to each endpoint subscribed to `contact.updated` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.deleted
+         * @description Posted to each endpoint subscribed to `contact.deleted` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactDeletedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.unsubscribed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.unsubscribed
+         * @description Posted to each endpoint subscribed to `contact.unsubscribed` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactUnsubscribedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.status_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.status_changed
+         * @description Posted to each endpoint subscribed to `contact.status_changed` (a contact event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["contactStatusChangedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description Posted to each endpoint subscribed to `webhook.test` (a webhook endpoint event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["webhookTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * endpoint.disabled
+         * @description Posted to each endpoint subscribed to `endpoint.disabled` (a webhook endpoint event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["endpointDisabledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -1475,6 +2016,8 @@ export interface components {
             } | null;
             /** @description Tag names, alphabetical */
             tags: string[];
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -1510,6 +2053,8 @@ export interface components {
             time_zone?: string | null;
             /** @enum {string} */
             status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id?: string | null;
             /** @description Tag names; unknown names are created. On update, replaces every tag of the contact. */
             tags?: string[];
             /** @description Read-only: ignored when sent */
@@ -2122,7 +2667,15 @@ export interface components {
         };
         Webhook: {
             readonly id: number;
+            /** @description The user it belongs to (for a team or service endpoint: who made it) */
             readonly user_id: number;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            readonly scope: "user" | "team" | "service";
+            /** @description For a team endpoint: the team whose members it hears */
+            readonly team_id: number | null;
             url: string;
             description: string | null;
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
@@ -2134,6 +2687,11 @@ export interface components {
              * @example 2026-07-12T16:56:00Z
              */
             readonly failing_since: string | null;
+            /**
+             * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+             * @example 2026-07-12T16:56:00Z
+             */
+            readonly paused_until: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2161,6 +2719,11 @@ export interface components {
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
             description?: string | null;
             enabled?: boolean;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            scope?: "user" | "team" | "service";
             /** @description Read-only: ignored when sent */
             readonly id?: unknown;
             /** @description Read-only: ignored when sent */
@@ -2170,15 +2733,27 @@ export interface components {
             /** @description Read-only: ignored when sent */
             readonly failing_since?: unknown;
             /** @description Read-only: ignored when sent */
+            readonly paused_until?: unknown;
+            /** @description Read-only: ignored when sent */
             readonly previous_secret_expires_at?: unknown;
             /** @description Read-only: ignored when sent */
             readonly created_at?: unknown;
             /** @description Read-only: ignored when sent */
             readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly team_id?: unknown;
         };
         WebhookWithSecret: {
             readonly id: number;
+            /** @description The user it belongs to (for a team or service endpoint: who made it) */
             readonly user_id: number;
+            /**
+             * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+             * @enum {string}
+             */
+            scope: "user" | "team" | "service";
+            /** @description For a team endpoint: the team whose members it hears */
+            readonly team_id: number | null;
             url: string;
             description: string | null;
             events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
@@ -2190,6 +2765,11 @@ export interface components {
              * @example 2026-07-12T16:56:00Z
              */
             readonly failing_since: string | null;
+            /**
+             * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+             * @example 2026-07-12T16:56:00Z
+             */
+            readonly paused_until: string | null;
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2223,11 +2803,17 @@ export interface components {
             /** @description Read-only: ignored when sent */
             readonly failing_since?: unknown;
             /** @description Read-only: ignored when sent */
+            readonly paused_until?: unknown;
+            /** @description Read-only: ignored when sent */
             readonly previous_secret_expires_at?: unknown;
             /** @description Read-only: ignored when sent */
             readonly created_at?: unknown;
             /** @description Read-only: ignored when sent */
             readonly updated_at?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly scope?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly team_id?: unknown;
         };
         /** @description The delivery of the test event, listed among the deliveries */
         WebhookTestQueued: {
@@ -2281,6 +2867,489 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
+        };
+        WebhookDeliveryDetail: {
+            id: number;
+            /** @description The `webhook-id` header: the same on every retry */
+            webhook_id: string;
+            event_type: string;
+            /** @enum {string} */
+            state: "pending" | "sending" | "delivered" | "failed";
+            attempts: number;
+            /** @description Of the last attempt */
+            response_status: number | null;
+            last_error: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            next_retry_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            delivered_at: string | null;
+            attempt_log: components["schemas"]["WebhookAttempt"][];
+            event_id: number;
+            /** @description What each attempt posts (the signature headers are made per attempt) */
+            request: {
+                /** @enum {string} */
+                method: "POST";
+                /** @description The endpoint's URL */
+                url: string;
+                webhook_id: string;
+                /** @description The body posted, byte for byte (the signature covers it); null until first made */
+                body: string | null;
+            };
+        };
+        TemplatedEmailEventData: {
+            id: number;
+            templated_message_id: number | null;
+            subject: string;
+            description?: string;
+            greeting_with_first_name: string;
+            greeting_without_first_name: string;
+            /** @description Email HTML, sanitised on save */
+            body?: string;
+            closing: string;
+            ps_line: string;
+            /** @description Plain text of greeting, body, closing, signature and P.S. */
+            text?: string;
+            signature_id: number | null;
+            /** @enum {string} */
+            status: "Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled";
+            /** @enum {string} */
+            send_type: "Now" | "Future";
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            send_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sending_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            recipients?: components["schemas"]["Recipient"][];
+            /** @description Accepted on input and applied; always null in responses */
+            exclusions: null;
+            /** @enum {string} */
+            source: "API" | "Web";
+            reporting: components["schemas"]["Reporting"];
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A templated email's status changed */
+        TemplatedEmailEvent: {
+            /** @enum {string} */
+            type: "templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["TemplatedEmailEventData"];
+        };
+        VoicemailDropEventData: {
+            id: number;
+            provider: string;
+            media_id: number;
+            /** @description 10 digits */
+            callback_number: string;
+            name: string;
+            description?: string | null;
+            /** @enum {string} */
+            status: "Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled";
+            reason: string | null;
+            /** @enum {string} */
+            send_type: "Now" | "Future";
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            send_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sending_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            recipients?: components["schemas"]["Recipient"][];
+            reporting: components["schemas"]["Reporting"];
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            media: {
+                id: number;
+                name: string;
+                file_name: string;
+                collection_name: string;
+                /** @example audio/mpeg */
+                mime_type: string;
+                /** @description Bytes */
+                size: number;
+                /** @example 649.17 KB */
+                readable_size: string;
+                /** @description Public, unguessable address of the file; no key needed */
+                full_url: string;
+                /** @description The file as an attachment; needs a key */
+                download_url: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                created_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                updated_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                deleted_at: string | null;
+            };
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A voicemail drop's status changed */
+        VoicemailDropEvent: {
+            /** @enum {string} */
+            type: "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["VoicemailDropEventData"];
+        };
+        DeliveryEventData: {
+            id: number;
+            contact_id: number;
+            /** @description The email address or phone number used, as it was when the message started sending */
+            address: string;
+            /** @enum {string} */
+            state: "queued" | "sending" | "deferred" | "held" | "sent" | "delivered" | "bounced" | "dropped" | "failed" | "cancelled" | "skipped";
+            /** @description Hand-overs to the provider so far */
+            attempts: number;
+            /** @description Why the last attempt failed, or why the delivery was skipped */
+            last_error: string | null;
+            /** @description Why the delivery ended as it did */
+            outcome: {
+                /** @description Hopper's class of the result, one per channel (docs/outcomes.md): delivered, hard_bounce, mailbox_full, landline, … */
+                classification: string;
+                /** @description Sending to this address or number again is pointless */
+                permanent: boolean;
+                /** @description The provider's code: a DSN status (5.1.1), an SMTP reply code, a provider's reason code */
+                code: string | null;
+                /** @description The provider's own words */
+                description: string | null;
+                /** @description Who said it: smtp, dsn, sendgrid, ses, postmark, dropcowboy, slybroadcast, sandbox, hopper */
+                source: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string;
+            } | null;
+            provider_message_id: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            sent_at: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            delivered_at: string | null;
+            /** @description Why a delivery that is not finished waits: held by calling hours, retrying after a failure, or handed over and waiting for the provider's result */
+            waiting_reason: string | null;
+            /**
+             * @description When Hopper next tries it (queued, deferred, held) or next asks the provider about it (sent); null when nothing is planned
+             * @example 2026-07-12T16:56:00Z
+             */
+            next_attempt_at: string | null;
+            /** @description The provider's proof of delivery (a recording of the call; Drop Cowboy keeps it 7 days) */
+            proof_of_delivery_url: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            user_id: number;
+            /** @enum {string} */
+            message_kind: "voicemail_drop" | "templated_email";
+            message_id: number;
+            /** @description delivery.opened, .clicked, .replied: what was recorded */
+            event?: {
+                /** @description open, click or reply */
+                type: string;
+                /** @description The clicked URL, … */
+                detail: string | null;
+                occurred_at: string;
+            };
+        };
+        /** @description A recipient's delivery changed state, or was opened, clicked or replied to */
+        DeliveryEvent: {
+            /** @enum {string} */
+            type: "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["DeliveryEventData"];
+        };
+        ContactEventData: {
+            id: number;
+            user_id: number;
+            first_name: string | null;
+            last_name: string | null;
+            full_name: string | null;
+            email: string | null;
+            /** @description 10 digits (North American numbering plan) */
+            phone: string | null;
+            time_zone: string | null;
+            /** @enum {string} */
+            status: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
+            /** @description Why this channel no longer reaches the contact */
+            email_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
+            /** @description Why this channel no longer reaches the contact */
+            phone_suppression: {
+                /** @description Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline */
+                reason: string;
+                /**
+                 * @description When it was decided (null for contacts made inactive before this was recorded)
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                at: string | null;
+                /** @description The delivery whose outcome decided it */
+                delivery_id: number | null;
+                /** @description The provider's words, when it gave any */
+                description: string | null;
+            } | null;
+            /** @description Tag names, alphabetical */
+            tags?: string[];
+            /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
+            external_id: string | null;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            created_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            updated_at: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            deleted_at: string | null;
+            /** @description contact.status_changed: the status before the change */
+            previous_status?: string;
+            /** @description Fields left out to keep the event under 16 KiB (a body or text over 4 KiB is always left out): read them at `href` */
+            omitted?: string[];
+            /**
+             * Format: uri
+             * @description The resource in the API, where the fields left out can be read
+             */
+            href?: string;
+        };
+        /** @description A contact was created, updated, deleted or changed status */
+        ContactEvent: {
+            /** @enum {string} */
+            type: "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["ContactEventData"];
+        };
+        WebhookTestEventData: {
+            endpoint_id: number;
+            message: string;
+        };
+        /** @description Sent by POST /v3/webhooks/{id}/test */
+        WebhookTestEvent: {
+            /** @enum {string} */
+            type: "webhook.test";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["WebhookTestEventData"];
+        };
+        /** @description Another of the user's endpoints was disabled (a 410 Gone, or failing for too long); sent to every other enabled endpoint of that user, subscribed or not */
+        EndpointDisabledEvent: {
+            /** @enum {string} */
+            type: "endpoint.disabled";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: {
+                id: number;
+                /** @description The user it belongs to (for a team or service endpoint: who made it) */
+                user_id: number;
+                /**
+                 * @description Whose events it hears: `user` (its user's), `team` (every member of the user's team; made and managed by the team's Team Administrators) or `service` (every user's; Administrators)
+                 * @enum {string}
+                 */
+                scope: "user" | "team" | "service";
+                /** @description For a team endpoint: the team whose members it hears */
+                team_id: number | null;
+                url: string;
+                description: string | null;
+                events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+                enabled: boolean;
+                /** @description Why Hopper disabled the endpoint (failing for too long); null when enabled */
+                disabled_reason: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                failing_since: string | null;
+                /**
+                 * @description It answered 429 or 503 with Retry-After: nothing is sent to it before this time
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                paused_until: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                previous_secret_expires_at: string | null;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                created_at: string;
+                /**
+                 * @description ISO 8601 in UTC without fraction
+                 * @example 2026-07-12T16:56:00Z
+                 */
+                updated_at: string;
+            };
+        };
+        WebhookEvent: {
+            id: number;
+            /** @description The `webhook-id` header it is posted with (the same to every endpoint, on every retry and resend) */
+            webhook_id: string;
+            type: string;
+            /** Format: date-time */
+            timestamp: string;
+            user_id: number;
+            /** @description contact, templated_email, voicemail_drop, delivery or webhook */
+            resource: string;
+            resource_id: number;
+            /** @description The body as posted to endpoints */
+            payload: components["schemas"]["TemplatedEmailEvent"] | components["schemas"]["VoicemailDropEvent"] | components["schemas"]["DeliveryEvent"] | components["schemas"]["ContactEvent"] | components["schemas"]["WebhookTestEvent"] | components["schemas"]["EndpointDisabledEvent"];
+        };
+        WebhookEventCollection: {
+            data: components["schemas"]["WebhookEvent"][];
+            links: components["schemas"]["PageLinks"];
+            meta: components["schemas"]["PageMeta"];
+        };
+        WebhookResend: {
+            /** @description One event (of any type) to send again */
+            event_id?: number;
+            /**
+             * Format: date-time
+             * @description Every event since this time that the endpoint subscribes to
+             */
+            since?: string;
+            /**
+             * Format: date-time
+             * @description With `since`: only events before this time
+             */
+            until?: string;
+        };
+        WebhookResendResult: {
+            /** @description Deliveries queued to the endpoint, due now */
+            queued: number;
+            /** @description When there were more than 10,000 events: resend again with this `since` for the rest; null otherwise */
+            next_since: string | null;
         };
         OneClickUnsubscribe: {
             /** @enum {string} */
@@ -3879,6 +4948,7 @@ export interface operations {
                 phone?: string[];
                 time_zone?: string[];
                 status?: ("Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce")[];
+                external_id?: string[];
             };
             header?: never;
             path: {
@@ -5715,6 +6785,7 @@ export interface operations {
             query?: {
                 page?: number;
                 per_page?: number;
+                id?: number[];
                 state?: ("pending" | "sending" | "delivered" | "failed")[];
             };
             header?: never;
@@ -5745,6 +6816,137 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+                delivery_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookEvents: {
+        parameters: {
+            query?: {
+                page?: number;
+                per_page?: number;
+                type?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "webhook.test" | "endpoint.disabled")[];
+                /** @description Events that happened at or after this time */
+                since?: string;
+                /** @description Events that happened before this time */
+                until?: string;
+            };
+            header?: never;
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEventCollection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resendWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-07-12T16:56:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookResend"];
+            };
+        };
+        responses: {
+            /** @description Done */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookResendResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -5856,6 +7058,1158 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    templatedEmailScheduledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.scheduled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailSendingEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.sending";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailSentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    templatedEmailCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TemplatedEmailEvent"] & {
+                    /** @constant */
+                    type?: "templated_email.cancelled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropScheduledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.scheduled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropSendingEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.sending";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropSentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    voicemailDropCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VoicemailDropEvent"] & {
+                    /** @constant */
+                    type?: "voicemail_drop.cancelled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverySentEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.sent";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryDeliveredEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.delivered";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryBouncedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.bounced";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.failed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryOpenedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.opened";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryClickedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.clicked";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliveryRepliedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryEvent"] & {
+                    /** @constant */
+                    type?: "delivery.replied";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.created";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.updated";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactDeletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.deleted";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactUnsubscribedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.unsubscribed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    contactStatusChangedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactEvent"] & {
+                    /** @constant */
+                    type?: "contact.status_changed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookTestEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"] & {
+                    /** @constant */
+                    type?: "webhook.test";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    endpointDisabledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EndpointDisabledEvent"] & {
+                    /** @constant */
+                    type?: "endpoint.disabled";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -1,13 +1,21 @@
 import { Type } from 'typebox';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Id, Success } from '../../json-schema.ts';
-import { searchWebhookDeliveries, WEBHOOK_DELIVERY_FILTERS, WebhookDelivery } from '../../webhooks/deliveries.ts';
+import {
+  searchWebhookDeliveries,
+  searchWebhookEvents,
+  WEBHOOK_DELIVERY_FILTERS,
+  WEBHOOK_EVENT_FILTERS,
+  WebhookDelivery,
+  WebhookDeliveryDetail,
+} from '../../webhooks/deliveries.ts';
 import {
   CreateWebhookBody,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   findWebhookEndpoint,
   queueTestEvent,
+  resendToEndpoint,
   rotateWebhookSecret,
   searchWebhookEndpoints,
   toApiWebhookEndpoint,
@@ -16,7 +24,9 @@ import {
   WEBHOOK_FILTERS,
   WebhookEndpoint,
   WebhookEndpointWithSecret,
+  webhookDeliveryOf,
 } from '../../webhooks/endpoints.ts';
+import { ResendBody, ResendResult, WebhookEventQuery, WebhookEventRecord } from '../../webhooks/event-schemas.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
@@ -58,7 +68,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       },
     },
     async (request, reply) => {
-      const row = await createWebhookEndpoint(db, request.owner.id, request.body, rules, clock());
+      const creator = { rank: request.principal.rank, teamId: request.principal.teamId };
+      const row = await createWebhookEndpoint(db, request.owner, creator, request.body, rules, clock());
       return reply
         .code(201)
         .header('Location', `${config.publicUrl}/v3/webhooks/${row.id}`)
@@ -150,6 +161,60 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
     async (request) => {
       const endpoint = await reachable(request.principal, request.params.id);
       return envelope(await searchWebhookDeliveries(db, endpoint.id, request.query), (row) => row, request, config.publicUrl);
+    },
+  );
+
+  app.get(
+    '/webhooks/:id/deliveries/:delivery_id',
+    {
+      schema: {
+        tags,
+        summary: 'One delivery of an endpoint: every attempt (status, error or answer excerpt, duration, next retry) and the body it posts',
+        params: Type.Object({ id: Id, delivery_id: Id }, { additionalProperties: false }),
+        response: { 200: WebhookDeliveryDetail, ...errors },
+      },
+    },
+    async (request) => webhookDeliveryOf(db, await reachable(request.principal, request.params.id), request.params.delivery_id),
+  );
+
+  app.get(
+    '/users/:user_id/webhook_events',
+    {
+      config: { owner: 'user_id' },
+      schema: {
+        tags,
+        summary: "A user's events, oldest first, as posted (filters `type`, `since`, `until`)",
+        params: UserIdParams,
+        querystring: Type.Object(
+          { ...searchQuery(WEBHOOK_EVENT_FILTERS).properties, ...WebhookEventQuery },
+          { additionalProperties: false },
+        ),
+        response: { 200: envelopeSchema(WebhookEventRecord), ...errors },
+      },
+    },
+    async (request) => {
+      const { since, until, ...params } = request.query;
+      const window = { ...(since ? { since: new Date(since) } : {}), ...(until ? { until: new Date(until) } : {}) };
+      const found = await searchWebhookEvents(db, request.owner.id, { ...params, ...window }, config.publicUrl);
+      return envelope(found, (row) => row, request, config.publicUrl);
+    },
+  );
+
+  app.post(
+    '/webhooks/:id/resend',
+    {
+      schema: {
+        tags,
+        summary:
+          'Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)',
+        params: IdParams,
+        body: ResendBody,
+        response: { 202: ResendResult, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const endpoint = await reachable(request.principal, request.params.id);
+      return reply.code(202).send(await resendToEndpoint(db, endpoint, request.body, clock()));
     },
   );
 };

@@ -21,7 +21,8 @@ export interface Receiver {
   port: number;
   caFile: string;
   received: Received[];
-  respond: (request: Received, index: number) => number;
+  /** The status to answer with, or a status and headers (`Retry-After`, …). */
+  respond: (request: Received, index: number) => number | { status: number; headers: Record<string, string> };
   /** Stops accepting connections (the endpoint is "down") and drops open ones. */
   down(): Promise<void>;
   /** Listens again on the same port. */
@@ -85,7 +86,9 @@ export async function startReceiver(port = 0): Promise<Receiver> {
           const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
           const entry = { headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
           const index = receiver.received.push(entry) - 1;
-          response.writeHead(receiver.respond(entry, index), { 'content-type': 'text/plain' }).end('ok');
+          const answer = receiver.respond(entry, index);
+          const { status, headers: extra } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
+          response.writeHead(status, { 'content-type': 'text/plain', ...extra }).end('ok');
         });
       });
       server.once('error', reject);
