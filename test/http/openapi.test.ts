@@ -146,7 +146,14 @@ describe('OpenAPI document', () => {
     assert.equal(doc.paths['/v3/webhooks/ses'], undefined);
     assert.deepEqual(
       Object.keys(doc.paths).filter((path) => path.startsWith('/v3/webhooks/')),
-      ['/v3/webhooks/{id}', '/v3/webhooks/{id}/rotate', '/v3/webhooks/{id}/test', '/v3/webhooks/{id}/deliveries'],
+      [
+        '/v3/webhooks/{id}',
+        '/v3/webhooks/{id}/rotate',
+        '/v3/webhooks/{id}/test',
+        '/v3/webhooks/{id}/deliveries',
+        '/v3/webhooks/{id}/deliveries/{delivery_id}',
+        '/v3/webhooks/{id}/resend',
+      ],
     );
   });
 
