@@ -34,7 +34,10 @@ describe('media: bad input is a 4xx, never a 500', () => {
     assertProblem(await api.post(url, [1, 2]), 400, 'bad_request');
     assertProblem(await api.post(url, '"just a string"', { 'content-type': 'application/json' }), 400);
     assertProblem(await api.post(url, '{"full_url": ', { 'content-type': 'application/json' }), 400, 'bad_request');
-    assertProblem(await api.post(url, '', { 'content-type': 'application/json' }), 400, 'validation');
+    // No body at all: the body itself is wrong, not a field of it.
+    const empty = await api.post(url, '', { 'content-type': 'application/json' });
+    assertProblem(empty, 400, 'bad_request');
+    assert.match(empty.body.detail, /JSON object/);
     assertProblem(await api.send('POST', url), 400, 'validation');
   });
 
