@@ -218,7 +218,11 @@ describe('one live contact per email address', () => {
         ),
       );
       assert.equal(imported.result.status, 200, imported.result.raw);
-      assert.deepEqual(imported.result.body, { created: 1, updated: 1, refused: [] });
+      const counts = imported.result.body;
+      assert.deepEqual(
+        { created: counts.created, updated: counts.updated, refused: counts.refused },
+        { created: 1, updated: 1, refused: [] },
+      );
       assert.equal((await client.get(`/v3/contacts/${imported.id}`)).body.first_name, 'Imported', 'the import updated the contact it met');
 
       for (const email of ['held.create', 'held.tags', 'held.update', 'held.import', 'held.fresh']) {
