@@ -245,6 +245,49 @@ describe('external_id and metadata on messages', () => {
     await s.api.delete(`/v3/webhooks/${endpoint.body.id}`);
   });
 
+  test('a voicemail drop’s deliveries carry its external_id and metadata, listed and in delivery.* events', async () => {
+    const endpoint = await s.api.post(`/v3/users/${s.owner}/webhooks`, { url: receiver.url, events: ['delivery.sent'] });
+    assert.equal(endpoint.status, 201, endpoint.raw);
+    const before = receiver.received.length;
+    const media = await upload(s.t.app, s.t.adminKey, s.owner, 'listing.wav', wavFile(6));
+    // A time zone where it is midday now, so calling hours let the drop go at once.
+    const offset = 12 - new Date().getUTCHours();
+    const zone = offset === 0 ? 'Etc/GMT' : `Etc/GMT${offset > 0 ? '-' : '+'}${Math.abs(offset)}`;
+    const contact = await s.api.post(`/v3/users/${s.owner}/contacts`, { phone: '7272329119', time_zone: zone });
+    assert.equal(contact.status, 201, contact.raw);
+    const metadata = { lead: 'L-11', source: 'zillow' };
+    const drop = await s.api.post(`/v3/users/${s.owner}/voicemail_drops`, {
+      provider: 'Sandbox',
+      media_id: media.id,
+      callback_number: '(727) 232-9117',
+      name: 'Price drop',
+      recipients: [{ group: 'Contacts', value: contact.body.id }],
+      status: 'Scheduled',
+      send_type: 'Now',
+      external_id: 'drop-now',
+      metadata,
+    });
+    assert.equal(drop.status, 201, drop.raw);
+    const listed = await waitFor('the drop’s delivery', async () => {
+      const reply = await s.api.get(`/v3/voicemail_drops/${drop.body.id}/deliveries`);
+      return reply.body.data?.length === 1 && reply.body.data;
+    });
+    assert.deepEqual([listed[0].message_external_id, listed[0].message_metadata], ['drop-now', metadata]);
+    const [request] = await waitFor(
+      'delivery.sent of the drop',
+      () => receiver.received.length > before && receiver.received.slice(before),
+    );
+    assert.ok(request);
+    const event = verifyWebhook(endpoint.body.secret, request.body, request.headers);
+    assert.equal(event.type, 'delivery.sent');
+    const data = event.data as unknown as DeliveryData & { message_kind: string };
+    assert.deepEqual(
+      [data.message_kind, data.message_id, data.message_external_id, data.message_metadata],
+      ['voicemail_drop', drop.body.id, 'drop-now', metadata],
+    );
+    await s.api.delete(`/v3/webhooks/${endpoint.body.id}`);
+  });
+
   test('bad external_id and metadata are 400s naming the field', async () => {
     const tooMany = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v']));
     // 9 keys of 500 characters: each within bounds, 4.5 KB in all.
