@@ -29,6 +29,7 @@ import * as providerRequestBodies from './migrations/0027-provider-request-bodie
 import * as webhookPauses from './migrations/0029-webhook-pauses.ts';
 import * as teamWebhooks from './migrations/0030-team-webhooks.ts';
 import * as contactExternalIds from './migrations/0031-contact-external-ids.ts';
+import * as messageCorrelation from './migrations/0032-message-correlation.ts';
 import * as mediaBlobs from './migrations/0034-media-blobs.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
@@ -62,6 +63,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0029-webhook-pauses': webhookPauses,
   '0030-team-webhooks': teamWebhooks,
   '0031-contact-external-ids': contactExternalIds,
+  '0032-message-correlation': messageCorrelation,
   '0034-media-blobs': mediaBlobs,
 };
 

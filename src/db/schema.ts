@@ -228,6 +228,10 @@ export interface VoicemailDropsTable {
   sent_at: NullableTimestamp;
   recipients: Json<StoredRecipient[]>;
   resolved_at: NullableTimestamp;
+  /** The id a CRM knows the message by: unique among the owner's live messages of its kind (migration 0032). */
+  external_id: string | null;
+  /** The owner's own strings, echoed in the message's events and its deliveries' (migration 0032). */
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
   created_at: ClockTimestamp;
   updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;
@@ -258,6 +262,10 @@ export interface TemplatedEmailsTable {
   exclusions: Json<StoredRecipient[]>;
   source: Generated<'API' | 'Web'>;
   resolved_at: NullableTimestamp;
+  /** The id a CRM knows the message by: unique among the owner's live messages of its kind (migration 0032). */
+  external_id: string | null;
+  /** The owner's own strings, echoed in the message's events and its deliveries' (migration 0032). */
+  metadata: ColumnType<Record<string, string>, string | undefined, string>;
   created_at: ClockTimestamp;
   updated_at: ClockTimestamp;
   deleted_at: NullableTimestamp;

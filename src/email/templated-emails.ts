@@ -9,9 +9,21 @@ import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
 import { findSenderFields } from '../identity/users.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
-import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
+import {
+  CorrelationFields,
+  changesAny,
+  correlationChanges,
+  ExternalIdOut,
+  MetadataOut,
+  parseSendAt,
+  Reporting,
+  SendAtField,
+  SendType,
+  StatusField,
+  StatusOut,
+} from '../messages/message-fields.ts';
 import { type EmailView, findEmail, insertEmail, pageOfEmails } from '../messages/message-tables.ts';
-import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
+import { createMessage, deleteMessage, externalIdTaken, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
 import { isBlankHtml, sanitizeEmailHtml } from './email-html.ts';
@@ -49,6 +61,8 @@ export const TemplatedEmail = Type.Object({
   exclusions: Type.Null({ description: 'Accepted on input and applied; always null in responses' }),
   source: StringEnum(['API', 'Web'] as const),
   reporting: Reporting,
+  external_id: ExternalIdOut,
+  metadata: MetadataOut,
   created_at: Timestamp,
   updated_at: Timestamp,
   deleted_at: Nullable(Timestamp),
@@ -75,6 +89,7 @@ const fields = {
   recipients: RecipientList,
   // null is what a read shows, so a client can PUT back what it read: it leaves exclusions as they are.
   exclusions: Nullable(RecipientList),
+  ...CorrelationFields,
 };
 const READ_ONLY = ['id', 'text', 'sending_at', 'sent_at', 'source', 'reporting', 'created_at', 'updated_at', 'deleted_at'];
 /** Nothing is required on its own: a library template may supply the subject and body. */
@@ -100,6 +115,7 @@ export const EMAIL_FILTERS: Filters = {
   signature_id: { kind: 'id', column: 'msg.signature_id' },
   status: { kind: 'enum', column: 'msg.status', values: MESSAGE_STATUSES },
   send_type: { kind: 'enum', column: 'msg.send_type', values: SEND_TYPES },
+  external_id: { kind: 'exact', column: 'msg.external_id' },
   source: { kind: 'enum', column: 'msg.source', values: ['API', 'Web'] },
 };
 
@@ -128,6 +144,8 @@ export function toApiTemplatedEmail(view: EmailView) {
     exclusions: null,
     source: row.source,
     reporting: view.reporting,
+    external_id: row.external_id ?? null,
+    metadata: row.metadata ?? {},
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     deleted_at: formatTimestamp(row.deleted_at),
@@ -186,6 +204,7 @@ async function emailChanges(ctx: AppContext, ownerId: number, body: EmailInput, 
     if (entries != null) changes[field] = JSON.stringify(await resolveRecipientEntries(db, ownerId, field, entries, errors));
   }
 
+  Object.assign(changes, correlationChanges(body, errors));
   const comparable = { ...body, body: changes.body ?? body.body, exclusions: body.exclusions ?? undefined };
   const otherChanges = current !== undefined && changesAny(current, comparable, CONTENT_FIELDS);
   const requested = { status: body.status, send_type: body.send_type, send_at: parseSendAt(body.send_at) };
@@ -223,17 +242,21 @@ export async function createEmail(ctx: AppContext, owner: UserRef, body: EmailIn
   const values = await emailChanges(ctx, owner.id, body, undefined);
   const now = ctx.clock();
   const row = { ...values, user_id: owner.id, created_at: now, updated_at: now } as Insertable<TemplatedEmailsTable>;
-  return createMessage(ctx, 'templated_email', owner, values, (db) => insertEmail(db, row));
+  return externalIdTaken(ctx, 'templated_email', owner.id, values.external_id, () =>
+    createMessage(ctx, 'templated_email', owner, values, (db) => insertEmail(db, row)),
+  );
 }
 
 /** Applies the fields present (README, "API conventions": PUT is a partial update), under the status rules. */
 export async function updateEmail(ctx: AppContext, view: EmailView, body: EmailInput): Promise<EmailView> {
-  return updateMessage(
-    ctx,
-    'templated_email',
-    view,
-    (id) => requireEmail(ctx.database.db, id),
-    (row) => emailChanges(ctx, row.user_id, body, row),
+  return externalIdTaken(ctx, 'templated_email', view.row.user_id, body.external_id, () =>
+    updateMessage(
+      ctx,
+      'templated_email',
+      view,
+      (id) => requireEmail(ctx.database.db, id),
+      (row) => emailChanges(ctx, row.user_id, body, row),
+    ),
   );
 }
 

@@ -68,6 +68,8 @@ interface SchemaError {
   instancePath: string;
   params: Record<string, unknown>;
   parentSchema?: unknown;
+  /** Set when the error is about an object's key rather than its value (`propertyNames`). */
+  propertyName?: string;
 }
 
 export function toValidationError(errors: readonly SchemaError[], context: string | undefined): DomainError {
@@ -103,8 +105,14 @@ export function toValidationError(errors: readonly SchemaError[], context: strin
         }
         break;
       }
+      case 'propertyNames':
+        // Its own error, about the key, says what is wrong.
+        break;
       default:
-        add(path, describe(error));
+        if (error.propertyName !== undefined) {
+          const key = error.propertyName.length > 50 ? `${error.propertyName.slice(0, 50)}…` : error.propertyName;
+          add(path, `key ${JSON.stringify(key)}: ${describe(error)}`);
+        } else add(path, describe(error));
     }
   }
   return validationError(fields);
@@ -143,6 +151,8 @@ function describe(error: SchemaError): string {
       return `must be at least ${params.limit}`;
     case 'maxItems':
       return `must have at most ${params.limit} items`;
+    case 'maxProperties':
+      return `must have at most ${params.limit} keys`;
     case 'minItems':
       return `must have at least ${params.limit} items`;
     case 'uniqueItems':

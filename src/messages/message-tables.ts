@@ -184,6 +184,30 @@ export async function countMessagesByStatus(db: Db): Promise<{ kind: MessageKind
 
 // ── The API's writes (message-writes.ts) ─────────────────────────────────────────────────────
 
+/** The live message of an owner, of one kind, that has this external id (the holder a 409 names). */
+export async function externalIdHolder(db: Db, kind: MessageKind, userId: number, externalId: string): Promise<number | undefined> {
+  const row = await db
+    .selectFrom(MESSAGE_TABLES[kind])
+    .select('id')
+    .where('user_id', '=', userId)
+    .where('external_id', '=', externalId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return row?.id;
+}
+
+/** The external id and metadata of messages of one kind, by id, deleted or not: what their deliveries' events echo. */
+export async function messageCorrelations(
+  db: Db,
+  kind: MessageKind,
+  ids: readonly number[],
+): Promise<Map<number, { external_id: string | null; metadata: Record<string, string> }>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await sql<{ id: string | number; external_id: string | null; metadata: Record<string, string> }>`
+    SELECT id, external_id, metadata FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE id = any(${[...ids]}::bigint[])`.execute(db);
+  return new Map(rows.map((r) => [Number(r.id), { external_id: r.external_id, metadata: r.metadata ?? {} }]));
+}
+
 export function insertDrop(db: Db, values: Insertable<VoicemailDropsTable>): Promise<VoicemailDropRow> {
   return db.insertInto('voicemail_drops').values(values).returningAll().executeTakeFirstOrThrow();
 }

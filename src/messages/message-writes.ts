@@ -1,11 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
+import { isUniqueViolation } from '../db/errors.ts';
 import type { UserRef } from '../db/owned-rows.ts';
-import { validationError } from '../errors.ts';
+import { DomainError, validationError } from '../errors.ts';
 import type { MessageKind } from './kinds.ts';
 import { deletionRefusal } from './lifecycle.ts';
-import { type CheckedMessage, type MessageView, softDeleteMessage, updateCheckedMessage } from './message-tables.ts';
+import { type CheckedMessage, externalIdHolder, type MessageView, softDeleteMessage, updateCheckedMessage } from './message-tables.ts';
 import { emptyReporting } from './reporting.ts';
 
 /**
@@ -14,6 +15,36 @@ import { emptyReporting } from './reporting.ts';
  * (`voicemail/drops.ts`, `email/templated-emails.ts`) checks its own fields and calls these.
  */
 type WriteContext = Pick<AppContext, 'database' | 'queue' | 'clock'>;
+
+const NOUNS: Record<MessageKind, string> = { voicemail_drop: 'Voicemail drop', templated_email: 'Templated email' };
+
+/**
+ * A write refused because another live message of the owner, of the same kind, has its external
+ * id (the unique index `<table>_owner_external_id_key`, migration 0032): the 409 naming the holder.
+ */
+export async function externalIdTaken<T>(
+  ctx: WriteContext,
+  kind: MessageKind,
+  userId: number,
+  externalId: string | null | undefined,
+  write: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (
+      !externalId ||
+      !isUniqueViolation(error) ||
+      !String((error as { constraint?: unknown }).constraint).endsWith('_owner_external_id_key')
+    )
+      throw error;
+    const holder = (await externalIdHolder(ctx.database.db, kind, userId, externalId)) ?? '?';
+    const noun = NOUNS[kind];
+    throw new DomainError('conflict', `${noun} ${holder} already has the external id ${externalId}.`, {
+      external_id: [`is already the external id of ${noun.toLowerCase()} ${holder}`],
+    });
+  }
+}
 
 /** Tries of an update or delete whose message changed under it before the conflict is reported. */
 const MAX_ATTEMPTS = 3;

@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import type { DeliveryRow } from '../db/schema.ts';
 import type { Filters } from '../db/search.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
+import { ExternalIdOut, MetadataOut } from '../messages/message-fields.ts';
 import { formatTimestamp } from '../time.ts';
 import { DELIVERY_STATES } from './delivery-states.ts';
 import { Outcome } from './outcomes.ts';
@@ -37,9 +38,17 @@ export const Delivery = Type.Object({
   proof_of_delivery_url: Nullable(
     Type.String({ description: "The provider's proof of delivery (a recording of the call; Drop Cowboy keeps it 7 days)" }),
   ),
+  message_external_id: { ...ExternalIdOut, description: 'The message\'s external_id, as it is now (docs/webhooks.md, "Correlation")' },
+  message_metadata: { ...MetadataOut, description: 'The message\'s metadata, as it is now (docs/webhooks.md, "Correlation")' },
   created_at: Timestamp,
   updated_at: Timestamp,
 });
+
+/** What a delivery echoes of its message (docs/webhooks.md, "Correlation"). */
+export interface MessageCorrelation {
+  external_id: string | null;
+  metadata: Record<string, string>;
+}
 
 export const DELIVERY_FILTERS: Filters = {
   state: { kind: 'enum', column: 'd.state', values: DELIVERY_STATES },
@@ -73,7 +82,7 @@ type ProviderResult = {
   proof_of_delivery_url?: string | null;
 };
 
-export function toApiDelivery(row: ListedDelivery) {
+export function toApiDelivery(row: ListedDelivery, message: MessageCorrelation | undefined) {
   return {
     id: row.id,
     contact_id: row.contact_id,
@@ -87,6 +96,8 @@ export function toApiDelivery(row: ListedDelivery) {
     delivered_at: formatTimestamp(row.delivered_at),
     ...waiting(row),
     proof_of_delivery_url: row.proof_of_delivery_url ?? null,
+    message_external_id: message?.external_id ?? null,
+    message_metadata: message?.metadata ?? {},
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
   };

@@ -10,9 +10,21 @@ import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
-import { changesAny, parseSendAt, Reporting, SendAtField, SendType, StatusField, StatusOut } from '../messages/message-fields.ts';
+import {
+  CorrelationFields,
+  changesAny,
+  correlationChanges,
+  ExternalIdOut,
+  MetadataOut,
+  parseSendAt,
+  Reporting,
+  SendAtField,
+  SendType,
+  StatusField,
+  StatusOut,
+} from '../messages/message-fields.ts';
 import { type DropView, findDrop, insertDrop, pageOfDrops } from '../messages/message-tables.ts';
-import { createMessage, deleteMessage, updateMessage } from '../messages/message-writes.ts';
+import { createMessage, deleteMessage, externalIdTaken, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
@@ -42,6 +54,8 @@ export const VoicemailDrop = Type.Object({
   sent_at: Nullable(Timestamp),
   recipients: Type.Array(RecipientOutput),
   reporting: Reporting,
+  external_id: ExternalIdOut,
+  metadata: MetadataOut,
   created_at: Timestamp,
   updated_at: Timestamp,
   deleted_at: Nullable(Timestamp),
@@ -65,6 +79,7 @@ const fields = {
   send_type: SendType,
   send_at: SendAtField,
   recipients: RecipientList,
+  ...CorrelationFields,
 };
 const READ_ONLY = ['id', 'sending_at', 'sent_at', 'reporting', 'created_at', 'updated_at', 'deleted_at', 'media'];
 const { provider, media_id, callback_number, name, ...optional } = fields;
@@ -86,6 +101,7 @@ export const DROP_FILTERS: Filters = {
   description: { kind: 'text', column: 'msg.description' },
   status: { kind: 'enum', column: 'msg.status', values: MESSAGE_STATUSES },
   send_type: { kind: 'enum', column: 'msg.send_type', values: SEND_TYPES },
+  external_id: { kind: 'exact', column: 'msg.external_id' },
 };
 
 /** The API shape of a voicemail drop (the specification's table): the one place drops become JSON. */
@@ -106,6 +122,8 @@ export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
     sent_at: formatTimestamp(row.sent_at),
     recipients: row.recipients,
     reporting: view.reporting,
+    external_id: row.external_id ?? null,
+    metadata: row.metadata ?? {},
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     deleted_at: formatTimestamp(row.deleted_at),
@@ -160,6 +178,7 @@ async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, cur
     const recipients = await resolveRecipientEntries(db, ownerId, 'recipients', body.recipients, errors);
     changes.recipients = JSON.stringify(recipients);
   }
+  Object.assign(changes, correlationChanges(body, errors));
   const comparable = { ...body, callback_number: changes.callback_number ?? body.callback_number };
   const otherChanges = current !== undefined && changesAny(current, comparable, CONTENT_FIELDS);
   const requested = { status: body.status, send_type: body.send_type, send_at: parseSendAt(body.send_at) };
@@ -186,18 +205,22 @@ export async function createDrop(ctx: AppContext, owner: UserRef, body: Static<t
   const { values, media } = await dropChanges(ctx, owner.id, body, undefined);
   const now = ctx.clock();
   const row = { ...values, user_id: owner.id, created_at: now, updated_at: now } as Insertable<VoicemailDropsTable>;
-  const created = await createMessage(ctx, 'voicemail_drop', owner, values, (db) => insertDrop(db, row));
+  const created = await externalIdTaken(ctx, 'voicemail_drop', owner.id, values.external_id, () =>
+    createMessage(ctx, 'voicemail_drop', owner, values, (db) => insertDrop(db, row)),
+  );
   return { ...created, media: media as MediaRow };
 }
 
 /** Applies the fields present (README, "API conventions": PUT is a partial update), under the status rules. */
 export async function updateDrop(ctx: AppContext, view: DropView, body: DropBody): Promise<DropView> {
-  const updated = await updateMessage(
-    ctx,
-    'voicemail_drop',
-    view,
-    (id) => requireDrop(ctx.database.db, id),
-    async (row) => (await dropChanges(ctx, row.user_id, body, row)).values,
+  const updated = await externalIdTaken(ctx, 'voicemail_drop', view.row.user_id, body.external_id, () =>
+    updateMessage(
+      ctx,
+      'voicemail_drop',
+      view,
+      (id) => requireDrop(ctx.database.db, id),
+      async (row) => (await dropChanges(ctx, row.user_id, body, row)).values,
+    ),
   );
   if (view.row.status === 'Sending' && updated.row.status === 'Cancelled') {
     // The provider may still hold drops handed over: a worker stops them (provider-job-handlers.ts).

@@ -7,8 +7,9 @@ import type { ContactRow, DeliveryRow, WebhookEndpointRow } from '../db/schema.t
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { toApiTemplatedEmail } from '../email/templated-emails.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
-import { findDrop, findEmail } from '../messages/message-tables.ts';
-import { toApiDelivery } from '../sending/delivery-listing.ts';
+import { MESSAGE_KINDS } from '../messages/kinds.ts';
+import { findDrop, findEmail, messageCorrelations } from '../messages/message-tables.ts';
+import { type MessageCorrelation, toApiDelivery } from '../sending/delivery-listing.ts';
 import { formatTimestamp } from '../time.ts';
 import { toApiVoicemailDrop } from '../voicemail/drops.ts';
 import { ENDPOINT_DISABLED_EVENT, TEST_EVENT, WEBHOOK_EVENT_TYPES } from './events.ts';
@@ -195,9 +196,16 @@ export async function ensurePayloads(db: Db, claimed: ClaimedWebhook[], publicUr
     const ids = contacts.filter((c) => c.user_id === userId).map((c) => c.resource_id);
     for (const [id, names] of await tagNamesByContact(db, userId, ids)) contactTags.set(`${userId}:${id}`, names);
   }
+  // What each delivery event's message carries for correlation (docs/webhooks.md, "Correlation"), read once per batch.
+  const correlations = new Map<string, MessageCorrelation>();
+  const deliveries = missing.filter((c) => c.resource === 'delivery');
+  for (const kind of MESSAGE_KINDS) {
+    const ids = deliveries.filter((c) => c.snapshot.message_kind === kind).map((c) => Number(c.snapshot.message_id));
+    for (const [id, found] of await messageCorrelations(db, kind, [...new Set(ids)])) correlations.set(`${kind}:${id}`, found);
+  }
   for (const event of missing) {
     if (made.has(event.event_id)) continue;
-    const data = await eventData(db, event, contactTags, publicUrl);
+    const data = await eventData(db, event, contactTags, correlations, publicUrl);
     const envelope = { type: event.type, timestamp: event.occurred_at.toISOString(), user_id: event.user_id };
     const href = `${publicUrl}/v3/${RESOURCE_PATHS[event.resource] ?? ''}/${event.resource_id}`;
     const thin =
@@ -224,7 +232,13 @@ const RESOURCE_PATHS: Record<string, string> = {
   voicemail_drop: 'voicemail_drops',
 };
 
-async function eventData(db: Db, event: ClaimedWebhook, contactTags: Map<string, string[]>, publicUrl: string): Promise<unknown> {
+async function eventData(
+  db: Db,
+  event: ClaimedWebhook,
+  contactTags: Map<string, string[]>,
+  correlations: Map<string, MessageCorrelation>,
+  publicUrl: string,
+): Promise<unknown> {
   const snapshot = event.snapshot;
   switch (event.resource) {
     case 'contact': {
@@ -236,7 +250,7 @@ async function eventData(db: Db, event: ClaimedWebhook, contactTags: Map<string,
       const { event: engagement, ...row } = snapshot as Record<string, unknown> & { event?: Record<string, unknown> };
       const delivery = revive<DeliveryRow>(row);
       return {
-        ...toApiDelivery(delivery),
+        ...toApiDelivery(delivery, correlations.get(`${delivery.message_kind}:${delivery.message_id}`)),
         user_id: delivery.user_id,
         message_kind: delivery.message_kind,
         message_id: delivery.message_id,

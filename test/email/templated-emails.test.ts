@@ -91,6 +91,8 @@ describe('templated emails', () => {
         exclusions: null,
         source: 'API',
         reporting: ZERO_REPORTING,
+        external_id: null,
+        metadata: {},
         created_at: undefined,
         updated_at: undefined,
         deleted_at: null,

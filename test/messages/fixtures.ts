@@ -67,6 +67,9 @@ export const VOICEMAIL_DROP: Shape = {
   sent_at: 'timestamp|null',
   recipients: arrayOf(RECIPIENT),
   reporting: REPORTING,
+  // Correlation (docs/webhooks.md): the tests using these shapes set no metadata.
+  external_id: 'string|null',
+  metadata: {},
   created_at: 'timestamp',
   updated_at: 'timestamp',
   deleted_at: 'timestamp|null',
@@ -95,6 +98,9 @@ export const TEMPLATED_EMAIL: Shape = {
   exclusions: 'null',
   source: 'string',
   reporting: REPORTING,
+  // Correlation (docs/webhooks.md): the tests using these shapes set no metadata.
+  external_id: 'string|null',
+  metadata: {},
   created_at: 'timestamp',
   updated_at: 'timestamp',
   deleted_at: 'timestamp|null',

@@ -27,6 +27,8 @@ export const DELIVERY: Shape = {
   waiting_reason: 'string|null',
   next_attempt_at: 'timestamp|null',
   proof_of_delivery_url: 'string|null',
+  message_external_id: 'string|null',
+  message_metadata: {},
   created_at: 'timestamp',
   updated_at: 'timestamp',
 };

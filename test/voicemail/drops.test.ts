@@ -83,6 +83,8 @@ describe('voicemail drops', () => {
         sent_at: null,
         recipients: [{ group: 'Tags', label: 'Sphere', value: tag.id }],
         reporting: ZERO_REPORTING,
+        external_id: null,
+        metadata: {},
         created_at: undefined,
         updated_at: undefined,
         deleted_at: null,

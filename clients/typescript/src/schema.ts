@@ -2354,6 +2354,12 @@ export interface components {
             readonly sent_at: string | null;
             recipients: components["schemas"]["Recipient"][];
             readonly reporting: components["schemas"]["Reporting"];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON */
+            metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2405,6 +2411,12 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id?: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON. null clears it; on update it replaces the whole object. */
+            metadata?: {
+                [key: string]: string;
+            } | null;
             /** @description Read-only: ignored when sent */
             readonly id?: unknown;
             /** @description Read-only: ignored when sent */
@@ -2445,6 +2457,12 @@ export interface components {
              */
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id?: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON. null clears it; on update it replaces the whole object. */
+            metadata?: {
+                [key: string]: string;
+            } | null;
             /** @description Read-only: ignored when sent */
             readonly id?: unknown;
             /** @description Read-only: ignored when sent */
@@ -2511,6 +2529,12 @@ export interface components {
             next_attempt_at: string | null;
             /** @description The provider's proof of delivery (a recording of the call; Drop Cowboy keeps it 7 days) */
             proof_of_delivery_url: string | null;
+            /** @description The message's external_id, as it is now (docs/webhooks.md, "Correlation") */
+            message_external_id: string | null;
+            /** @description The message's metadata, as it is now (docs/webhooks.md, "Correlation") */
+            message_metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2566,6 +2590,12 @@ export interface components {
             /** @enum {string} */
             readonly source: "API" | "Web";
             readonly reporting: components["schemas"]["Reporting"];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON */
+            metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -2610,6 +2640,12 @@ export interface components {
             send_at?: string | null;
             recipients?: components["schemas"]["RecipientEntry"][];
             exclusions?: components["schemas"]["RecipientEntry"][] | null;
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id?: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON. null clears it; on update it replaces the whole object. */
+            metadata?: {
+                [key: string]: string;
+            } | null;
             /** @description Read-only: ignored when sent */
             readonly id?: unknown;
             /** @description Read-only: ignored when sent */
@@ -2946,6 +2982,12 @@ export interface components {
             /** @enum {string} */
             source: "API" | "Web";
             reporting: components["schemas"]["Reporting"];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON */
+            metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -3011,6 +3053,12 @@ export interface components {
             sent_at: string | null;
             recipients?: components["schemas"]["Recipient"][];
             reporting: components["schemas"]["Reporting"];
+            /** @description Your own id for the message (a CRM's): unique among the owner's live messages of this kind */
+            external_id: string | null;
+            /** @description Your own strings, echoed in every event about the message and its deliveries: at most 20 keys of at most 40 characters, values of at most 500 characters, 4096 bytes in all as JSON */
+            metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -3126,6 +3174,12 @@ export interface components {
             next_attempt_at: string | null;
             /** @description The provider's proof of delivery (a recording of the call; Drop Cowboy keeps it 7 days) */
             proof_of_delivery_url: string | null;
+            /** @description The message's external_id, as it is now (docs/webhooks.md, "Correlation") */
+            message_external_id: string | null;
+            /** @description The message's metadata, as it is now (docs/webhooks.md, "Correlation") */
+            message_metadata: {
+                [key: string]: string;
+            };
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -5915,6 +5969,7 @@ export interface operations {
                 description?: string[];
                 status?: ("Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled")[];
                 send_type?: ("Now" | "Future")[];
+                external_id?: string[];
             };
             header?: never;
             path: {
@@ -6179,6 +6234,7 @@ export interface operations {
                 signature_id?: number[];
                 status?: ("Saved" | "Scheduled" | "Sending" | "Sent" | "Failed" | "Cancelled")[];
                 send_type?: ("Now" | "Future")[];
+                external_id?: string[];
                 source?: ("API" | "Web")[];
             };
             header?: never;

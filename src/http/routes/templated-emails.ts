@@ -97,7 +97,13 @@ export const templatedEmailRoutes: RoutePlugin = async (app, ctx) => {
     },
     async (request) => {
       const { row } = await reachableEmail(request);
-      return envelope(await searchDeliveries(db, 'templated_email', row, request.query), toApiDelivery, request, publicUrl);
+      const message = { external_id: row.external_id, metadata: row.metadata };
+      return envelope(
+        await searchDeliveries(db, 'templated_email', row, request.query),
+        (d) => toApiDelivery(d, message),
+        request,
+        publicUrl,
+      );
     },
   );
 

@@ -97,7 +97,13 @@ export const voicemailDropRoutes: RoutePlugin = async (app, ctx) => {
     },
     async (request) => {
       const { row } = await reachableDrop(request);
-      return envelope(await searchDeliveries(db, 'voicemail_drop', row, request.query), toApiDelivery, request, publicUrl);
+      const message = { external_id: row.external_id, metadata: row.metadata };
+      return envelope(
+        await searchDeliveries(db, 'voicemail_drop', row, request.query),
+        (d) => toApiDelivery(d, message),
+        request,
+        publicUrl,
+      );
     },
   );
 
