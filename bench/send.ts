@@ -38,7 +38,7 @@ import { type Sink, startSink } from './sink.ts';
  * SMTP_MAX_CONNECTIONS (per process, default 5, used by the baseline too), BENCH_RUNS (comma list of
  * baseline,all-baseline,all,one,small,two,dkim,dkim-ed25519 to run a subset; `all` is `npm start`'s ROLE=all
  * with BENCH_ALL_CONTACTS, 10,000, against `all-baseline`, the baseline at that count), BENCH_WORKER_FLAGS (Node flags for the workers, e.g.
- * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them), BENCH_VERBOSE=1 (show the workers' output).
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them), BENCH_VERBOSE=1 (show the workers' output), BENCH_V8_DEFAULTS=1 (the `all` run with Node's defaults instead of `npm start`'s memory flags).
  */
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 100_000);
