@@ -1,7 +1,5 @@
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
-import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import type { PGlite } from '@electric-sql/pglite';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.ts';
@@ -93,6 +91,12 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
     const dataDir = join(config.dataDir, 'pgdata');
     releaseLock = acquirePgliteLock(`${dataDir}.lock`);
     try {
+      // Loaded only here: a process on PostgreSQL never holds PGlite's code (docs/performance.md, "Memory").
+      const [{ PGlite }, { pg_trgm }, { btree_gin }] = await Promise.all([
+        import('@electric-sql/pglite'),
+        import('@electric-sql/pglite/contrib/pg_trgm'),
+        import('@electric-sql/pglite/contrib/btree_gin'),
+      ]);
       const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 }, extensions: { pg_trgm, btree_gin } });
       if (schema !== 'public') await pglite.query(`SET search_path TO ${schema}`);
       embedded = pglite;

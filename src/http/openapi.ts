@@ -50,12 +50,20 @@ function generatedCertificate(config: Config): string | undefined {
 
 /**
  * The bundle as Redoc ships it, but for the one thing it loads from elsewhere: the Redocly logo in
- * the menu's footer (from Redocly's CDN), replaced by an empty image; the link stays.
+ * the menu's footer (from Redocly's CDN), replaced by an empty image; the link stays. Read on the
+ * first request for it and kept as bytes: a process nobody reads the reference on never holds its
+ * megabyte (docs/performance.md, "Memory").
  */
-const REDOC = readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'), 'utf8').replaceAll(
-  'https://cdn.redoc.ly/redoc/logo-mini.svg',
-  "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E",
-);
+let redoc: Buffer | undefined;
+function redocBundle(): Buffer {
+  redoc ??= Buffer.from(
+    readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'), 'utf8').replaceAll(
+      'https://cdn.redoc.ly/redoc/logo-mini.svg',
+      "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E",
+    ),
+  );
+  return redoc;
+}
 
 /**
  * Scripts from this origin only (no inline script, no eval); Redoc's styled-components write
@@ -95,6 +103,6 @@ function registerReferencePage(app: App): void {
   app.get('/docs', { schema: { hide: true } }, page);
   app.get('/docs/', { schema: { hide: true } }, page);
   app.get('/docs/redoc.standalone.js', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/javascript; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(REDOC),
+    reply.type('text/javascript; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(redocBundle()),
   );
 }
