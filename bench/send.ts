@@ -1,8 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { get as httpsGet } from 'node:https';
-import { createServer } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -19,7 +16,7 @@ import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
 import { cpuMeter } from './cpu.ts';
-import { npmStart } from './npm-start.ts';
+import { freePort, METRICS_TOKEN, memorySampler, peakRssMb, startWorker, type Worker } from './send-setup.ts';
 import { type Sink, startSink } from './sink.ts';
 
 /**
@@ -45,7 +42,6 @@ const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 100_000);
 const SMALL = Math.max(1000, Math.round(CONTACTS / 10));
 const CONNECTIONS = Number(process.env.SMTP_MAX_CONNECTIONS ?? 5);
 const RUNS = new Set((process.env.BENCH_RUNS ?? 'baseline,all-baseline,all,one,small,two,dkim,dkim-ed25519').split(','));
-const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
 const RSS_LIMIT_MB = 200;
 /** Recipients of the `npm start` run (ROLE=all: the API and the engine in one process). */
 const ALL_CONTACTS = Number(process.env.BENCH_ALL_CONTACTS ?? 10_000);
@@ -130,104 +126,6 @@ async function baseline(sink: Sink, n: number): Promise<RunResult> {
   const { received } = await sink.count();
   if (received !== n) throw new Error(`baseline: the sink received ${received} of ${n}`);
   return { label: 'nodemailer pool (baseline)', n, seconds, perSecond: n / seconds, peakRssMb: [], cpu: await meter(n) };
-}
-
-interface Worker {
-  child: ChildProcess;
-  ready: Promise<void>;
-  exited: Promise<void>;
-}
-
-function startWorker(env: Record<string, string>, index: number): Worker {
-  // As `npm start` runs it: its Node flags and environment (package.json), then any of the bench's own.
-  const start = npmStart();
-  const args = [...start.args, ...(process.env.BENCH_WORKER_FLAGS ?? '').split(' ').filter(Boolean)];
-  const child = spawn(process.execPath, [...args, MAIN], {
-    env: { ...process.env, ...start.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const ready = new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk;
-      if (output.includes('sending engine started')) {
-        child.stdout?.off('data', onData);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`worker ${index} exited (${code}) before it started:\n${output}`)));
-  });
-  child.stderr?.on('data', (chunk: Buffer) => process.stderr.write(`[worker ${index}] ${chunk}`));
-  if (process.env.BENCH_VERBOSE) child.stdout?.on('data', (chunk: Buffer) => process.stdout.write(`[worker ${index}] ${chunk}`));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { child, ready, exited };
-}
-
-const METRICS_TOKEN = 'bench-metrics-token-0123456789';
-
-/**
- * Samples the ROLE=all process's memory from its /metrics every 250 ms (resident, V8 heap used and
- * committed, external, array buffers); the returned function stops and describes the sample with
- * the highest RSS: where the high-water mark sits.
- */
-function memorySampler(port: string): () => Promise<string> {
-  let top: Record<string, number> = { rss: 0 };
-  let running = true;
-  const read = () =>
-    new Promise<string>((resolve, reject) => {
-      httpsGet(
-        `https://127.0.0.1:${port}/metrics`,
-        { rejectUnauthorized: false, headers: { authorization: `Bearer ${METRICS_TOKEN}` } },
-        (res) => {
-          let text = '';
-          res.on('data', (chunk: Buffer) => {
-            text += chunk;
-          });
-          res.on('end', () => resolve(text));
-        },
-      ).on('error', reject);
-    });
-  /** A sample's value in MB: `name` is a metric, or a metric with its labels (`…{space="new"}`). */
-  const value = (text: string, name: string) => {
-    const line = text.split('\n').find((l) => l.startsWith(`${name} `) || (!name.includes('{') && l.startsWith(`${name}{`)));
-    return Number(line?.split(' ').pop() ?? 0) / 2 ** 20;
-  };
-  const loop = (async () => {
-    while (running) {
-      const text = await read().catch(() => '');
-      const sample = {
-        rss: value(text, 'hopper_process_resident_memory_bytes'),
-        heapUsed: value(text, 'hopper_nodejs_heap_size_used_bytes'),
-        heapTotal: value(text, 'hopper_nodejs_heap_size_total_bytes'),
-        external: value(text, 'hopper_nodejs_external_memory_bytes'),
-        newSpace: value(text, 'hopper_nodejs_heap_space_size_total_bytes{space="new"}'),
-      };
-      if (sample.rss > (top.rss ?? 0)) top = sample;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-  })();
-  return async () => {
-    running = false;
-    await loop;
-    return Object.entries(top)
-      .map(([name, mb]) => `${name} ${mb.toFixed(0)} MB`)
-      .join(', ');
-  };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function peakRssMb(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
-  return kb / 1024;
 }
 
 /** DKIM settings for a run: a fresh key of the given type in the run's data directory, MAIL_FROM at the signing domain. */
