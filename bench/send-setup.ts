@@ -70,9 +70,10 @@ export function metricMb(text: string, name: string): number {
 }
 
 /**
- * Samples the ROLE=all process's memory from its /metrics every 250 ms (resident, V8 heap used and
+ * Samples the ROLE=all process's memory from its /metrics every second (resident, V8 heap used and
  * committed, external, array buffers); the returned function stops and describes the sample with
- * the highest RSS: where the high-water mark sits.
+ * the highest RSS: where the high-water mark sits. Not more often: each scrape also runs the
+ * database's metrics (counts over the deliveries), work the measured send would pay for.
  */
 export function memorySampler(port: string): () => Promise<string> {
   let top: Record<string, number> = { rss: 0 };
@@ -88,7 +89,7 @@ export function memorySampler(port: string): () => Promise<string> {
         newSpace: metricMb(text, 'hopper_nodejs_heap_space_size_total_bytes{space="new"}'),
       };
       if (sample.rss > (top.rss ?? 0)) top = sample;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   })();
   return async () => {
