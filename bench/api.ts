@@ -11,12 +11,13 @@ import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import { type Db, openDatabase } from '../src/db/database.ts';
 import type { Database } from '../src/db/schema.ts';
-import { createApiKey } from '../src/identity/api-keys.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
 import { formatTimestamp } from '../src/time.ts';
 import { cpuMeter } from './cpu.ts';
+import type { LoadJob, LoadResult } from './load-job.ts';
 import { npmStart } from './npm-start.ts';
+import { type Owner, seedOwner } from './seed-drops.ts';
 
 /**
  * `npm run bench:api`: what a user of the API gets, measured from outside (docs/performance.md).
@@ -61,28 +62,6 @@ const RSS_TARGET_MB = 250;
  * a table created empty would keep its plans for no rows through a whole run of creates).
  */
 let afterWarmUp: () => Promise<void> = async () => {};
-
-interface LoadJob {
-  base: string;
-  method: 'GET' | 'POST';
-  /** Paths drawn at random; `{letters}` becomes three random letters on every request. */
-  paths: string[];
-  /** A POST body; `{n}` becomes a number unique to the request. */
-  body?: string;
-  headers: Record<string, string>;
-  duration: number;
-  connections: number;
-}
-
-interface LoadResult {
-  requestsPerSecond: number;
-  p50: number;
-  p99: number;
-  total: number;
-  bad: number;
-  /** CPU microseconds per request of the server, of PostgreSQL and of the load generator, over the measured run. */
-  cpu?: { server: number; postgres: number; load: number };
-}
 
 // ── Child processes: the load and the floor ────────────────────────────────────────────────────
 
@@ -362,85 +341,6 @@ async function startService(env: Record<string, string | undefined>): Promise<Se
 }
 
 // ── Seed: SQL, not the API ─────────────────────────────────────────────────────────────────────
-
-interface Owner {
-  userId: number;
-  key: string;
-  mediaId: number;
-  drops: number;
-  sampleIds: number[];
-}
-
-/**
- * An owner, one audio media item and `drops` drops: about 70% Sent, 15% Saved, 5% Scheduled, the
- * rest Failed or Cancelled; names "Open house follow-up n", "Price drop n", "Market update n".
- * Owners' rows are inserted one owner after another (each owner's rows are then close together on
- * disk; the search's cost is the index's either way).
- */
-async function seedOwner(db: Db, label: string, drops: number): Promise<Owner> {
-  const user = await db
-    .insertInto('users')
-    .values({
-      first_name: 'Bench',
-      last_name: label,
-      email: `${label}@bench.example`,
-      roles: sql`ARRAY['User']::text[]` as never,
-      created_at: new Date(),
-      updated_at: new Date(),
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const media = await db
-    .insertInto('media')
-    .values({
-      user_id: user.id,
-      name: 'open-house',
-      file_name: 'open-house.mp3',
-      collection_name: 'audio',
-      mime_type: 'audio/mpeg',
-      size: 664_755,
-      duration_seconds: 41.5,
-      token: randomBytes(24).toString('base64url'),
-      storage_key: `bench/${user.id}.mp3`,
-      created_at: new Date(),
-      updated_at: new Date(),
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  await sql`
-    INSERT INTO voicemail_drops
-      (user_id, provider, media_id, callback_number, name, description, status, reason, send_type,
-       send_at, sending_at, sent_at, recipients, created_at, updated_at)
-    SELECT ${user.id}, 'Sandbox', ${media.id}, '7272329117',
-           CASE WHEN n % 10 = 3 THEN 'Open house follow-up ' || n
-                WHEN n % 10 = 5 THEN 'Price drop ' || n
-                ELSE 'Market update ' || n END,
-           CASE WHEN n % 4 = 0 THEN 'Spring list' END,
-           s.status,
-           CASE WHEN s.status = 'Failed' THEN 'No recipients' END,
-           CASE WHEN s.status = 'Saved' THEN 'Now' ELSE 'Future' END,
-           CASE WHEN s.status <> 'Saved' THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed', 'Cancelled') THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed') THEN t.at + interval '1 hour 5 minutes' END,
-           '[{"group": "Tags", "label": "Sphere", "value": 1}]'::jsonb,
-           t.at, t.at
-    FROM generate_series(1, ${drops}) AS n
-    CROSS JOIN LATERAL (SELECT CASE
-        WHEN n % 100 < 70 THEN 'Sent' WHEN n % 100 < 85 THEN 'Saved' WHEN n % 100 < 90 THEN 'Scheduled'
-        WHEN n % 100 < 95 THEN 'Failed' ELSE 'Cancelled' END AS status) AS s
-    CROSS JOIN LATERAL (SELECT timestamptz '2025-01-01' + n * interval '30 seconds' AS at) AS t
-  `.execute(db);
-  await sql`
-    INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent, delivered, failed)
-    SELECT 'voicemail_drop', d.id, shard, d.user_id, 5, 4, shard
-    FROM voicemail_drops d CROSS JOIN generate_series(0, 1) AS shard
-    WHERE d.user_id = ${user.id} AND d.status = 'Sent'
-  `.execute(db);
-  const { key } = await createApiKey(db, user.id, 'bench', { createdBy: user.id, now: new Date() });
-  const sample = await sql<{ id: string }>`
-    SELECT id FROM voicemail_drops WHERE user_id = ${user.id} ORDER BY random() LIMIT 2000`.execute(db);
-  return { userId: Number(user.id), key, mediaId: Number(media.id), drops, sampleIds: sample.rows.map((r) => Number(r.id)) };
-}
 
 async function seedAll(db: Db, sizes: number[], others: number): Promise<Owner[]> {
   const started = performance.now();

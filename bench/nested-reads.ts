@@ -11,6 +11,7 @@ import type { MediaRow } from '../src/db/schema.ts';
 import { CountCache, runSearch } from '../src/db/search.ts';
 import { findDrop, pageOfDrops } from '../src/messages/message-tables.ts';
 import { COUNTERS, type Reporting } from '../src/messages/reporting.ts';
+import { insertAudio } from './seed-drops.ts';
 
 /**
  * `node bench/nested-reads.ts`: the read of a voicemail drop with its media item, counters and
@@ -45,24 +46,7 @@ async function seed(db: Db): Promise<{ ownerId: number; ids: number[] }> {
     })
     .returning('id')
     .executeTakeFirstOrThrow();
-  const now = new Date();
-  const media = await db
-    .insertInto('media')
-    .values({
-      user_id: user.id,
-      name: 'open-house',
-      file_name: 'open-house.mp3',
-      collection_name: 'audio',
-      mime_type: 'audio/mpeg',
-      size: 664_755,
-      duration_seconds: 41.5,
-      token: randomBytes(24).toString('base64url'),
-      storage_key: `bench/${user.id}.mp3`,
-      created_at: now,
-      updated_at: now,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
+  const media = await insertAudio(db, user.id);
   await sql`
     INSERT INTO voicemail_drops (user_id, provider, media_id, callback_number, name, status, recipients, created_at, updated_at)
     SELECT ${user.id}, 'Sandbox', ${media.id}, '7272329117', 'Market update ' || n, 'Sent', '[]'::jsonb, now(), now()

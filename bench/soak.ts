@@ -8,9 +8,10 @@ import { sql } from 'kysely';
 import { loadConfig } from '../src/config.ts';
 import { type Db, openDatabase } from '../src/db/database.ts';
 import { openJobQueue } from '../src/db/job-queue.ts';
-import { createApiKey } from '../src/identity/api-keys.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
+import type { LoadJob, LoadResult } from './load-job.ts';
+import { seedOwner } from './seed-drops.ts';
 import { freePort, METRICS_TOKEN, metricMb, peakRssMb, readMetrics, startWorker, type Worker } from './send-setup.ts';
 import { startSink } from './sink.ts';
 
@@ -49,25 +50,6 @@ const PUBLIC_URL = 'https://hopper.bench';
 /** The searches' status filters, one drawn per request, each with fresh letters (as bench/api.ts's). */
 const SEARCH_STATUSES = ['Saved', 'Sent', 'Scheduled', 'Failed', 'Cancelled'];
 
-/** bench/api.ts's load generator's job and answer. */
-interface LoadJob {
-  base: string;
-  method: 'GET' | 'POST';
-  paths: string[];
-  body?: string;
-  headers: Record<string, string>;
-  duration: number;
-  connections: number;
-}
-
-interface LoadResult {
-  requestsPerSecond: number;
-  p50: number;
-  p99: number;
-  total: number;
-  bad: number;
-}
-
 /** Runs bench/api.ts's load generator (autocannon) in a process of its own. */
 function load(job: LoadJob): Promise<LoadResult> {
   const child = fork(join(import.meta.dirname, 'api.ts'), ['--load'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -79,81 +61,6 @@ function load(job: LoadJob): Promise<LoadResult> {
     });
     child.send(job);
   });
-}
-
-interface Owner {
-  userId: number;
-  key: string;
-  mediaId: number;
-  sampleIds: number[];
-}
-
-/** One owner (role User) with an API key, an audio media item and its drops, seeded as bench/api.ts's seedOwner does. */
-async function seedOwner(db: Db, drops: number): Promise<Owner> {
-  const now = new Date();
-  const user = await db
-    .insertInto('users')
-    .values({
-      first_name: 'Bench',
-      last_name: 'Soak',
-      email: 'soak@bench.example',
-      roles: sql`ARRAY['User']::text[]` as never,
-      created_at: now,
-      updated_at: now,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const media = await db
-    .insertInto('media')
-    .values({
-      user_id: user.id,
-      name: 'open-house',
-      file_name: 'open-house.mp3',
-      collection_name: 'audio',
-      mime_type: 'audio/mpeg',
-      size: 664_755,
-      duration_seconds: 41.5,
-      token: randomBytes(24).toString('base64url'),
-      storage_key: `bench/${user.id}.mp3`,
-      created_at: now,
-      updated_at: now,
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  // About 70% Sent, 15% Saved, 5% Scheduled, the rest Failed or Cancelled (bench/api.ts's mix).
-  await sql`
-    INSERT INTO voicemail_drops
-      (user_id, provider, media_id, callback_number, name, description, status, reason, send_type,
-       send_at, sending_at, sent_at, recipients, created_at, updated_at)
-    SELECT ${user.id}, 'Sandbox', ${media.id}, '7272329117',
-           CASE WHEN n % 10 = 3 THEN 'Open house follow-up ' || n
-                WHEN n % 10 = 5 THEN 'Price drop ' || n
-                ELSE 'Market update ' || n END,
-           CASE WHEN n % 4 = 0 THEN 'Spring list' END,
-           s.status,
-           CASE WHEN s.status = 'Failed' THEN 'No recipients' END,
-           CASE WHEN s.status = 'Saved' THEN 'Now' ELSE 'Future' END,
-           CASE WHEN s.status <> 'Saved' THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed', 'Cancelled') THEN t.at + interval '1 hour' END,
-           CASE WHEN s.status IN ('Sent', 'Failed') THEN t.at + interval '1 hour 5 minutes' END,
-           '[{"group": "Tags", "label": "Sphere", "value": 1}]'::jsonb,
-           t.at, t.at
-    FROM generate_series(1, ${drops}) AS n
-    CROSS JOIN LATERAL (SELECT CASE
-        WHEN n % 100 < 70 THEN 'Sent' WHEN n % 100 < 85 THEN 'Saved' WHEN n % 100 < 90 THEN 'Scheduled'
-        WHEN n % 100 < 95 THEN 'Failed' ELSE 'Cancelled' END AS status) AS s
-    CROSS JOIN LATERAL (SELECT timestamptz '2025-01-01' + n * interval '30 seconds' AS at) AS t
-  `.execute(db);
-  await sql`
-    INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent, delivered, failed)
-    SELECT 'voicemail_drop', d.id, shard, d.user_id, 5, 4, shard
-    FROM voicemail_drops d CROSS JOIN generate_series(0, 1) AS shard
-    WHERE d.user_id = ${user.id} AND d.status = 'Sent'
-  `.execute(db);
-  const { key } = await createApiKey(db, user.id, 'bench', { createdBy: user.id, now });
-  const sample = await sql<{ id: string }>`
-    SELECT id FROM voicemail_drops WHERE user_id = ${user.id} ORDER BY random() LIMIT 2000`.execute(db);
-  return { userId: Number(user.id), key, mediaId: Number(media.id), sampleIds: sample.rows.map((r) => Number(r.id)) };
 }
 
 /** Every table of the schema ANALYZEd, as autovacuum would after this many changes. */
@@ -206,7 +113,7 @@ async function main(): Promise<void> {
     const bootstrap = await bootstrapAdministrator(database.db, config);
     if (bootstrap.kind !== 'first-start') throw new Error('expected a fresh schema');
     const seeding = performance.now();
-    const owner = await seedOwner(database.db, DROPS);
+    const owner = await seedOwner(database.db, 'soak', DROPS);
     const { messageId } = await seedBulkSend(database.db, owner.userId, RECIPIENTS);
     await analyze(database.db, schema);
     console.log(
