@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import swagger from '@fastify/swagger';
@@ -54,12 +54,14 @@ function generatedCertificate(config: Config): string | undefined {
  * first request for it and kept as bytes: a process nobody reads the reference on never holds its
  * megabyte (docs/performance.md, "Memory").
  */
-let redoc: Buffer | undefined;
-function redocBundle(): Buffer {
-  redoc ??= Buffer.from(
-    readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'), 'utf8').replaceAll(
-      'https://cdn.redoc.ly/redoc/logo-mini.svg',
-      "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E",
+let redoc: Promise<Buffer> | undefined;
+function redocBundle(): Promise<Buffer> {
+  redoc ??= readFile(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'), 'utf8').then((text) =>
+    Buffer.from(
+      text.replaceAll(
+        'https://cdn.redoc.ly/redoc/logo-mini.svg',
+        "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E",
+      ),
     ),
   );
   return redoc;
@@ -103,6 +105,9 @@ function registerReferencePage(app: App): void {
   app.get('/docs', { schema: { hide: true } }, page);
   app.get('/docs/', { schema: { hide: true } }, page);
   app.get('/docs/redoc.standalone.js', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/javascript; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(redocBundle()),
+    reply
+      .type('text/javascript; charset=utf-8')
+      .header('Cache-Control', 'public, max-age=3600')
+      .send(await redocBundle()),
   );
 }

@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 // sent email cost (docs/performance.md, "Sending: a trigger that could not be inlined"). Without
 // the setting, and with its tables named with their schema so that it reads the same whatever the
 // caller's search_path, the planner folds it into the asking statement; one scan with the three
-// scopes OR-ed (an endpoint has exactly one scope, so no row is counted twice) costs about 10 µs.
+// scopes OR-ed (an endpoint has exactly one scope, so no row is counted twice) costs 10–20 µs.
 export async function up(db: Kysely<unknown>): Promise<void> {
   const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db);
   const schema = rows[0]?.schema as string;
