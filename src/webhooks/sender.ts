@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, errors, request } from 'undici';
 import type { WebhookConfig } from '../config.ts';
 import { connectionLookup, RefusedAddress, urlProblem } from '../net/address-guard.ts';
+
+type Undici = typeof import('undici');
 
 /**
  * Posts one signed event to an endpoint and says how it went. The address is checked where the
@@ -16,6 +17,9 @@ import { connectionLookup, RefusedAddress, urlProblem } from '../net/address-gua
  * https.Agent was the bottleneck here: it derives its pool key from the TLS options on every
  * request, certificate authorities included (a few hundred kilobytes with WEBHOOK_CA_FILE), which
  * cost more than the post itself.
+ *
+ * undici is loaded with the first post, not at start: it holds about 4 MB that a process whose
+ * users have no webhook endpoints never needs (docs/performance.md, "What an idle process holds").
  */
 interface PostResult {
   /** The HTTP status, when the endpoint answered. */
@@ -48,14 +52,19 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
   const lookup = connectionLookup(config.allowPrivate);
   // One TLS context for every connection: made per connection, the trusted roots are parsed each time.
   const secureContext = createSecureContext(config.caFile ? { ca: [...rootCertificates, readFileSync(config.caFile, 'utf8')] } : {});
-  const agent = new Agent({
-    connections: config.maxInFlight,
-    allowH2: false,
-    keepAliveTimeout: 30_000,
-    headersTimeout: config.timeoutMs,
-    bodyTimeout: config.timeoutMs,
-    connect: { timeout: config.timeoutMs, secureContext, ...(lookup ? { lookup } : {}) },
-  });
+  let loading: Promise<{ undici: Undici; agent: InstanceType<Undici['Agent']> }> | undefined;
+  const load = async () => {
+    const undici = await import('undici');
+    const agent = new undici.Agent({
+      connections: config.maxInFlight,
+      allowH2: false,
+      keepAliveTimeout: 30_000,
+      headersTimeout: config.timeoutMs,
+      bodyTimeout: config.timeoutMs,
+      connect: { timeout: config.timeoutMs, secureContext, ...(lookup ? { lookup } : {}) },
+    });
+    return { undici, agent };
+  };
 
   return {
     async post(target, headers, body) {
@@ -71,10 +80,13 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
       const url = new URL(target);
       const problem = urlProblem(url, config);
       if (problem) return done(null, `refused: the endpoint URL ${problem}`);
+      loading ??= load();
+      const { undici, agent } = await loading;
+      const { errors } = undici;
       // One deadline for the whole exchange: connecting, the answer's headers and its body.
       const deadline = AbortSignal.timeout(config.timeoutMs);
       try {
-        const response = await request(url, {
+        const response = await undici.request(url, {
           method: 'POST',
           dispatcher: agent,
           signal: deadline,
@@ -93,16 +105,16 @@ export function createWebhookSender(config: WebhookConfig): WebhookSender {
         if (deadline.aborted || error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
           return done(null, `timed out after ${config.timeoutMs} ms`);
         }
-        return done(null, describe(error as Error));
+        return done(null, describe(error as Error, errors));
       }
     },
     async close() {
-      await agent.destroy();
+      if (loading) await (await loading).agent.destroy();
     },
   };
 }
 
-function describe(error: Error & { code?: string; cause?: unknown }): string {
+function describe(error: Error & { code?: string; cause?: unknown }, errors: Undici['errors']): string {
   const cause = error.cause instanceof Error ? (error.cause as Error & { code?: string }) : undefined;
   const root = error instanceof RefusedAddress ? error : cause instanceof RefusedAddress ? cause : undefined;
   if (root) return `refused: ${root.message}`;
