@@ -561,6 +561,13 @@ export interface CollectionVersionsTable {
   /** Sessions bump different shards (migration 0011); the version is their sum. */
   shard: Generated<number>;
   version: Generated<number>;
+  /** The owner's live rows by status (migration 0036), summed over the shards like the version. */
+  saved: Generated<number>;
+  scheduled: Generated<number>;
+  sending: Generated<number>;
+  sent: Generated<number>;
+  failed: Generated<number>;
+  cancelled: Generated<number>;
 }
 
 export type TeamRow = Selectable<TeamsTable>;

@@ -1,4 +1,12 @@
-import { type Expression, type RawBuilder, type SelectExpression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import {
+  type AliasableExpression,
+  type Expression,
+  type RawBuilder,
+  type SelectExpression,
+  type SelectQueryBuilder,
+  type SqlBool,
+  sql,
+} from 'kysely';
 import type { Db } from './database.ts';
 
 /**
@@ -61,10 +69,14 @@ function filterTerms(filters: Filters, params: SearchParams): Term[] {
 /** Columns a search adds to its page's rows (the total, or the version and counted parts), taken off again. */
 const META = 'search__';
 
-/** One disjoint part of a count: its rows, and the key its total is kept under. */
+/**
+ * One disjoint part of a count: its rows, the key its total is kept under, and, when the database
+ * keeps that count itself, the expression that reads it.
+ */
 interface CountPart {
   key: string;
   condition: Expression<SqlBool>;
+  kept?: AliasableExpression<unknown>;
 }
 
 /**
@@ -119,13 +131,15 @@ export async function runSearch<Row>(
   const countOf = (condition?: Expression<SqlBool>): AnySelect<{ n: string }> =>
     (condition ? query.where(condition) : query).clearSelect().select(sql<string>`count(*)`.as('n'));
 
-  const parts = counts ? countParts(terms, counts.key) : [];
-  // What rides on the page: the whole count, or the version and the parts not known yet.
+  const parts = counts ? countParts(terms, counts) : [];
+  const partCount = (part: CountPart) => part.kept ?? countOf(part.condition);
+  // What rides on the page: the whole count, or the version, the parts the database keeps and
+  // the parts not known yet.
   // biome-ignore lint/suspicious/noExplicitAny: sub-selects of any table
   const meta: SelectExpression<any, any>[] = counts
     ? [
         counts.version.as(`${META}version`),
-        ...parts.flatMap((part, index) => (counts.cache.entry(part.key) ? [] : [countOf(part.condition).as(`${META}${index}`)])),
+        ...parts.flatMap((part, index) => (part.kept || !counts.cache.entry(part.key) ? [partCount(part).as(`${META}${index}`)] : [])),
       ]
     : [countOf(matching).as(`${META}total`)];
   const pageQuery = (
@@ -149,7 +163,7 @@ export async function runSearch<Row>(
     // No row came back to carry the total (a page past the end): it is counted on its own.
     total = Number(found.length > 0 ? first[`${META}total`] : ((await countOf(matching).executeTakeFirst())?.n ?? 0));
   } else {
-    total = await partsTotal(counts, parts, found.length > 0 ? first : undefined, countOf);
+    total = await partsTotal(counts, parts, found.length > 0 ? first : undefined, partCount);
   }
   if (counts && found.length > 0) rememberParts(counts, parts, first);
   return { rows, page, perPage, total };
@@ -241,13 +255,27 @@ function withoutMeta(row: Record<string, unknown>): Record<string, unknown> {
  * terms it depends on: `status=Saved&name=abc` and then `status=Saved&name=abd` count the 15,000
  * Saved drops once, and each name only over the rows its index finds (docs/performance.md).
  */
-function countParts(terms: Term[], collectionKey: string): CountPart[] {
-  if (terms.length === 0) return [{ key: `${collectionKey} []`, condition: sql<SqlBool>`true` }];
-  const ordered = [...terms.filter((term) => !term.text), ...terms.filter((term) => term.text)];
+function countParts(terms: Term[], counts: VersionedCounts): CountPart[] {
+  if (terms.length === 0) return [{ key: `${counts.key} []`, condition: sql<SqlBool>`true` }];
+  const keeps = (term: Term) => counts.kept?.(term.name, term.value) !== undefined;
+  const ordered = [
+    ...terms.filter((term) => keeps(term)),
+    ...terms.filter((term) => !term.text && !keeps(term)),
+    ...terms.filter((term) => term.text && !keeps(term)),
+  ];
   return ordered.map((term, index) => {
     const earlier = ordered.slice(0, index);
+    // `status=Sent` after `status=Saved` is every Sent row (or none, after `status=Sent`): the
+    // database's own count, when it keeps one for each of these terms of one filter.
+    const kept =
+      keeps(term) && earlier.every((e) => e.name === term.name)
+        ? earlier.some((e) => e.value === term.value)
+          ? sql<number>`0`
+          : counts.kept?.(term.name, term.value)
+        : undefined;
     return {
-      key: `${collectionKey} ${JSON.stringify(ordered.slice(0, index + 1).map(({ name, value }) => [name, value]))}`,
+      kept,
+      key: `${counts.key} ${JSON.stringify(ordered.slice(0, index + 1).map(({ name, value }) => [name, value]))}`,
       condition:
         earlier.length === 0
           ? term.condition
@@ -264,7 +292,7 @@ function rememberParts(counts: VersionedCounts, parts: CountPart[], first: Recor
   const version = String(first[`${META}version`] ?? 0);
   parts.forEach((part, index) => {
     const counted = first[`${META}${index}`];
-    if (counted !== undefined) counts.cache.set(part.key, version, Number(counted));
+    if (counted !== undefined && !part.kept) counts.cache.set(part.key, version, Number(counted));
   });
 }
 
@@ -277,7 +305,7 @@ async function partsTotal(
   counts: VersionedCounts,
   parts: CountPart[],
   first: Record<string, unknown> | undefined,
-  countOf: (condition?: Expression<SqlBool>) => AnySelect<{ n: string }>,
+  partCount: (part: CountPart) => AliasableExpression<unknown>,
 ): Promise<number> {
   if (first) {
     const version = String(first[`${META}version`] ?? 0);
@@ -289,7 +317,7 @@ async function partsTotal(
     if (totals.every((n) => n !== undefined)) return (totals as number[]).reduce((sum, n) => sum + n, 0);
   }
   const again = (await counts.db
-    .selectNoFrom([counts.version.as(`${META}version`), ...parts.map((part, index) => countOf(part.condition).as(`${META}${index}`))])
+    .selectNoFrom([counts.version.as(`${META}version`), ...parts.map((part, index) => partCount(part).as(`${META}${index}`))])
     .executeTakeFirstOrThrow()) as Record<string, unknown>;
   rememberParts(counts, parts, again);
   return parts.reduce((sum, _, index) => sum + Number(again[`${META}${index}`]), 0);
@@ -341,4 +369,9 @@ interface VersionedCounts {
   key: string;
   /** The current version of those rows, as a scalar sub-select (read in the search's statement). */
   version: RawBuilder<string | null>;
+  /**
+   * The count of the rows where filter `name` equals `value`, when the database keeps it (a scalar
+   * sub-select, read in the same statement as the version); undefined when it must be counted.
+   */
+  kept?: (name: string, value: unknown) => AliasableExpression<unknown> | undefined;
 }

@@ -13,6 +13,7 @@ import type {
 } from '../db/schema.ts';
 import { type CountCache, type Filters, runSearch, type SearchParams, type SearchResult } from '../db/search.ts';
 import { MESSAGE_KINDS, MESSAGE_TABLES, type MessageKind, type MessageRows } from './kinds.ts';
+import { MESSAGE_STATUSES } from './lifecycle.ts';
 import type { Counter, Reporting } from './reporting.ts';
 import { summedCounters } from './reporting.ts';
 
@@ -121,7 +122,8 @@ export async function findEmail(db: Db, id: number): Promise<EmailView | undefin
  * message table alone (the owner is known to be live, and every drop's media exists); the page's
  * rows are read by id with the kind's joined read. Totals are reused while the owner's messages
  * are unchanged (`totals`, see CountCache): the owner's change counter, kept by a trigger in
- * `collection_versions` (migration 0009), is read in the same statement.
+ * `collection_versions` (migration 0009), is read in the same statement; so are the counts of a
+ * `status=…` filter, which the same trigger keeps (migration 0036).
  */
 async function pageOf(
   db: Db,
@@ -138,8 +140,13 @@ async function pageOf(
     .selectAll()
     .where(sql.ref('msg.deleted_at'), 'is', null);
   const version = sql<string | null>`(SELECT sum(version) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`;
+  // The owner's live messages in one status, kept beside the version (migration 0036).
+  const kept = (name: string, value: unknown) =>
+    name === 'status' && (MESSAGE_STATUSES as readonly unknown[]).includes(value)
+      ? sql<string>`(SELECT coalesce(sum(${sql.ref(String(value).toLowerCase())}), 0) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`
+      : undefined;
   return runSearch<object>(live, filters, params, 'msg.id', {
-    counts: { db, cache: totals, key: `${table} ${ownerId}`, version },
+    counts: { db, cache: totals, key: `${table} ${ownerId}`, version, kept },
     rowsByIds,
     owner: { column: 'msg.user_id', id: ownerId },
   });
