@@ -143,7 +143,7 @@ async function pageOf(
   // The owner's live messages in one status, kept beside the version (migration 0036).
   const kept = (name: string, value: unknown) =>
     name === 'status' && (MESSAGE_STATUSES as readonly unknown[]).includes(value)
-      ? sql<string>`(SELECT coalesce(sum(${sql.ref(String(value).toLowerCase())}), 0) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`
+      ? sql<string>`(SELECT coalesce(sum(${statusCount(value as MessageStatusColumn)}), 0) FROM collection_versions WHERE collection = ${table} AND user_id = ${ownerId})`
       : undefined;
   return runSearch<object>(live, filters, params, 'msg.id', {
     counts: { db, cache: totals, key: `${table} ${ownerId}`, version, kept },
@@ -178,15 +178,24 @@ export async function dropsPlayingMedia(db: Db, mediaId: number): Promise<{ id: 
   return rows.map((r) => ({ id: Number(r.id), name: r.name }));
 }
 
-/** Live messages of each kind by status, for `/metrics`. */
+/**
+ * Live messages of each kind by status, for `/metrics`: the counts the version trigger keeps
+ * (migration 0036), a few rows per owner, instead of a scan of both message tables on every scrape.
+ */
 export async function countMessagesByStatus(db: Db): Promise<{ kind: MessageKind; status: MessageStatusColumn; n: number }[]> {
-  const counts: { kind: MessageKind; status: MessageStatusColumn; n: number }[] = [];
-  for (const kind of MESSAGE_KINDS) {
-    const { rows } = await sql<{ status: MessageStatusColumn; n: string }>`
-      SELECT status, count(*) AS n FROM ${sql.table(MESSAGE_TABLES[kind])} WHERE deleted_at IS NULL GROUP BY status`.execute(db);
-    for (const row of rows) counts.push({ kind, status: row.status, n: Number(row.n) });
-  }
-  return counts;
+  const { rows } = await sql<Record<string, string>>`
+    SELECT collection, ${sql.join(MESSAGE_STATUSES.map((status) => sql`sum(${statusCount(status)}) AS ${sql.id(status)}`))}
+    FROM collection_versions WHERE collection IN (${sql.join(MESSAGE_KINDS.map((kind) => MESSAGE_TABLES[kind]))})
+    GROUP BY collection`.execute(db);
+  return MESSAGE_KINDS.flatMap((kind) => {
+    const row = rows.find((r) => r.collection === MESSAGE_TABLES[kind]);
+    return MESSAGE_STATUSES.map((status) => ({ kind, status, n: Number(row?.[status] ?? 0) }));
+  });
+}
+
+/** The column of `collection_versions` that counts an owner's live messages in `status` (migration 0036). */
+function statusCount(status: MessageStatusColumn) {
+  return sql.ref(status.toLowerCase());
 }
 
 // ── The API's writes (message-writes.ts) ─────────────────────────────────────────────────────

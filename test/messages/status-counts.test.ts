@@ -9,7 +9,9 @@ import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import type { Db } from '../../src/db/database.ts';
 import { MIGRATIONS, migrateToLatest } from '../../src/db/migrate.ts';
+import { MESSAGE_TABLES } from '../../src/messages/kinds.ts';
 import { MESSAGE_STATUSES } from '../../src/messages/lifecycle.ts';
+import { countMessagesByStatus } from '../../src/messages/message-tables.ts';
 import { asKey } from '../support/client.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
@@ -45,7 +47,8 @@ async function actualCounts(db: Db): Promise<Record<string, number>> {
 
 /**
  * Migration 0036: each owner's live messages by status, kept by the trigger that keeps the
- * collection's version, so that a search's `status=…` part of the exact total is read, not counted.
+ * collection's version, so that a search's `status=…` part of the exact total and `/metrics`'s
+ * `hopper_messages` are read, not counted.
  */
 describe('status counts kept by the database', () => {
   let t: TestApp;
@@ -57,7 +60,20 @@ describe('status counts kept by the database', () => {
   test('they equal the rows after every kind of change, made through the API or in SQL', async () => {
     const db = t.database.db;
     const [a, b] = [await createUser(t, 'User'), await createUser(t, 'User')];
-    const check = async (step: string) => assert.deepEqual(await keptCounts(db), await actualCounts(db), step);
+    const check = async (step: string) => {
+      const actual = await actualCounts(db);
+      assert.deepEqual(await keptCounts(db), actual, step);
+      // `/metrics` reads them too: every kind and status, summed over the owners.
+      const byKind: Record<string, number> = {};
+      for (const [key, n] of Object.entries(actual)) {
+        const [table, , status] = key.split(' ');
+        byKind[`${table} ${status}`] = (byKind[`${table} ${status}`] ?? 0) + n;
+      }
+      const metrics = await countMessagesByStatus(db);
+      assert.equal(metrics.length, 2 * MESSAGE_STATUSES.length, step);
+      for (const { kind, status, n } of metrics)
+        assert.equal(n, byKind[`${MESSAGE_TABLES[kind]} ${status}`] ?? 0, `${step}: ${kind} ${status}`);
+    };
     const drops: number[] = [];
     for (let i = 0; i < 4; i++) drops.push((await createMessage(t, DROPS, a, { name: `Drop ${i}` })).id);
     const email = (await createMessage(t, EMAILS, a)).id;
