@@ -257,22 +257,20 @@ function withoutMeta(row: Record<string, unknown>): Record<string, unknown> {
  */
 function countParts(terms: Term[], counts: VersionedCounts): CountPart[] {
   if (terms.length === 0) return [{ key: `${counts.key} []`, condition: sql<SqlBool>`true` }];
-  const keeps = (term: Term) => counts.kept?.(term.name, term.value) !== undefined;
+  // Each term's count as the database keeps it (when it does), asked once per term.
+  const keptOf = new Map(terms.map((term) => [term, counts.kept?.(term.name, term.value)]));
   const ordered = [
-    ...terms.filter((term) => keeps(term)),
-    ...terms.filter((term) => !term.text && !keeps(term)),
-    ...terms.filter((term) => term.text && !keeps(term)),
+    ...terms.filter((term) => keptOf.get(term)),
+    ...terms.filter((term) => !term.text && !keptOf.get(term)),
+    ...terms.filter((term) => term.text && !keptOf.get(term)),
   ];
   return ordered.map((term, index) => {
     const earlier = ordered.slice(0, index);
     // `status=Sent` after `status=Saved` is every Sent row (or none, after `status=Sent`): the
     // database's own count, when it keeps one for each of these terms of one filter.
+    const own = keptOf.get(term);
     const kept =
-      keeps(term) && earlier.every((e) => e.name === term.name)
-        ? earlier.some((e) => e.value === term.value)
-          ? sql<number>`0`
-          : counts.kept?.(term.name, term.value)
-        : undefined;
+      own && earlier.every((e) => e.name === term.name) ? (earlier.some((e) => e.value === term.value) ? sql<number>`0` : own) : undefined;
     return {
       kept,
       key: `${counts.key} ${JSON.stringify(ordered.slice(0, index + 1).map(({ name, value }) => [name, value]))}`,
