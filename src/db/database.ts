@@ -7,6 +7,7 @@ import { migrateToLatest } from './migrate.ts';
 import { acquirePgliteLock } from './pglite-lock.ts';
 import { prepareRepeatedStatements } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
+import { parseTimestamptz, TIMESTAMPTZ_OID } from './timestamps.ts';
 
 export type Db = Kysely<Database>;
 
@@ -168,7 +169,14 @@ function pgPool(
     ...poolLimits,
     options: `-c search_path=${schema}${statementTimeout}`,
     keepAlive: true,
-    types: { getTypeParser: (oid, format) => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) },
+    types: {
+      getTypeParser: (oid, format) =>
+        oid === INT8_OID
+          ? parseInt8
+          : oid === TIMESTAMPTZ_OID && format !== 'binary'
+            ? parseTimestamptz
+            : pg.types.getTypeParser(oid, format),
+    },
   } as pg.PoolConfig);
   // An idle connection that breaks emits 'error' on the pool; one that breaks while checked out
   // between statements (inside a transaction) emits it on the client, where pg-pool listens only
