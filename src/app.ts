@@ -18,7 +18,7 @@ import { ownerHook } from './http/owner.ts';
 import { clientErrorResponse, HttpError, problemBody, registerProblemHandlers, securityHeaders } from './http/problems.ts';
 import { registerRateLimit } from './http/rate-limit.ts';
 import { registerRoutes } from './http/routes/index.ts';
-import { lazySerializers, validatorCompiler } from './http/validation.ts';
+import { responseSerializers, validatorCompiler } from './http/validation.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type Clock, systemClock } from './time.ts';
 import { TLS_SERVER_OPTIONS } from './tls.ts';
@@ -34,6 +34,8 @@ export interface AppOptions {
   logger?: Logger;
   /** Where log lines go when the logger is made here (tests capture them); stdout by default. */
   logStream?: NodeJS.WritableStream;
+  /** Every answer also written by its response schema's serializer and compared (tests; http/validation.ts). */
+  checkResponses?: boolean;
   /** How the SES webhook fetches SNS certificates and subscription URLs (tests inject their own). */
   snsFetch?: (url: string) => Promise<string>;
 }
@@ -122,8 +124,8 @@ function createServer(config: Config, options: AppOptions, secure: boolean): App
     // requests that arrive meanwhile are served, answered with `Connection: close`.
     forceCloseConnections: false,
     return503OnClosing: false,
-    // Response serializers compiled on a route's first answer, not at start (http/validation.ts).
-    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
+    // Answers written by JSON.stringify, checked against their schemas in tests (http/validation.ts).
+    schemaController: { compilersFactory: { buildSerializer: responseSerializers(options.checkResponses === true) } },
   };
   return (options.https
     ? Fastify({ ...serverOptions, https: { ...options.https, ...TLS_SERVER_OPTIONS, maxHeaderSize: PARSER_HEADER_LIMIT } })

@@ -177,14 +177,20 @@ export function toApiContact(row: ContactRow, tags: string[]) {
     phone: row.phone,
     time_zone: row.time_zone,
     status: row.status,
-    email_suppression: row.status === 'Subscribed' ? null : (row.email_suppression ?? emailSuppression(row.status, null, null, null)),
-    phone_suppression: row.phone_suppression ?? null,
+    email_suppression:
+      row.status === 'Subscribed' ? null : toApiSuppression(row.email_suppression ?? emailSuppression(row.status, null, null, null)),
+    phone_suppression: row.phone_suppression ? toApiSuppression(row.phone_suppression) : null,
     tags,
     external_id: row.external_id ?? null,
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     deleted_at: formatTimestamp(row.deleted_at),
   };
+}
+
+/** A suppression as the API shows it: its fields in the schema's order (jsonb keeps its own). */
+function toApiSuppression({ reason, at, delivery_id, description }: Suppression): Suppression {
+  return { reason, at, delivery_id, description };
 }
 
 /** API shapes for a page of contacts, their tags read in one query. */

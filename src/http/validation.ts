@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import fastJsonStringify, { type Options as SerializerOptions } from 'fast-json-stringify';
@@ -29,22 +30,40 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
 };
 
 /**
- * Fastify's response serializers (fast-json-stringify, as Fastify builds them), each compiled on
- * its route's first answer with that status, for the same reason.
+ * Fastify's response serializers: `JSON.stringify`. Every handler builds its answer in the shape
+ * of its response schema (the `toApi…` functions: one place per resource), so the schema's own
+ * serializer (fast-json-stringify, which Fastify builds by default) wrote the same text — while
+ * leaving a dozen intermediate strings per field behind it: 16 kB of search page made about 70 kB
+ * of garbage, and with 32 requests in flight that garbage outlived the young generation and cost
+ * a fifth of a search's CPU (docs/performance.md). `JSON.stringify` writes the text in one go.
+ *
+ * With `checked` (the tests' applications, test/support/test-app.ts), every answer is written
+ * both ways and must be the same document: nothing the schema leaves out, nothing it requires
+ * missing, no value it would coerce. Only the order of an object's fields may differ (a stored
+ * webhook payload is shown as it was posted). The schemas' serializers are then compiled on a
+ * route's first answer with that status, as a start need not pay for them.
  */
-export function lazySerializers(externalSchemas?: unknown, serializerOpts?: SerializerOptions) {
-  const options = { ...serializerOpts, schema: externalSchemas as SerializerOptions['schema'] };
-  return ({ schema }: { schema?: unknown }) => {
-    // As Fastify does: a route schema that is itself a shared schema is not given again as external.
-    const id = (schema as { $id?: string }).$id;
-    const own =
-      id && options.schema?.[id]
-        ? { ...options, schema: Object.fromEntries(Object.entries(options.schema).filter(([key]) => key !== id)) }
-        : options;
-    let compiled: ((data: unknown) => string) | undefined;
-    return (data: unknown) => {
-      compiled ??= fastJsonStringify(schema as object, own);
-      return compiled(data);
+export function responseSerializers(checked: boolean) {
+  return (externalSchemas?: unknown, serializerOpts?: SerializerOptions) => {
+    if (!checked) return () => JSON.stringify;
+    const options = { ...serializerOpts, schema: externalSchemas as SerializerOptions['schema'] };
+    return ({ schema }: { schema?: unknown }) => {
+      // As Fastify does: a route schema that is itself a shared schema is not given again as external.
+      const id = (schema as { $id?: string }).$id;
+      const own =
+        id && options.schema?.[id]
+          ? { ...options, schema: Object.fromEntries(Object.entries(options.schema).filter(([key]) => key !== id)) }
+          : options;
+      let bySchema: ((data: unknown) => string) | undefined;
+      return (data: unknown) => {
+        bySchema ??= fastJsonStringify(schema as object, own);
+        const expected = bySchema(data);
+        const text = JSON.stringify(data);
+        if (text !== expected && !isDeepStrictEqual(JSON.parse(text), JSON.parse(expected))) {
+          throw new Error(`the answer is not its response schema's document:\n${text}\nthe schema's:\n${expected}`);
+        }
+        return text;
+      };
     };
   };
 }

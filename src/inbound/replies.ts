@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
-import type { InboundMessageKind, NewReply, ReplyRow } from '../db/schema.ts';
+import type { InboundMessageKind, NewReply, ReplyAuthentication, ReplyRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { Id, Nullable, Timestamp } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
@@ -86,10 +86,15 @@ export function toApiReply(row: ListedReply) {
     subject: row.subject,
     text: row.text,
     auto_reply: row.auto_reply,
-    authentication: row.authentication,
+    authentication: row.authentication && toApiAuthentication(row.authentication),
     held_reason: row.held_reason,
     received_at: formatTimestamp(row.received_at) as string,
   };
+}
+
+/** A reply's authentication as the API shows it: its fields in the schema's order (jsonb keeps its own). */
+function toApiAuthentication({ spf, dkim, dmarc, from_domain, results }: ReplyAuthentication): ReplyAuthentication {
+  return { spf, dkim, dmarc, from_domain, results };
 }
 
 /** One message taken by the receiver for one of our addresses, and the reply it brings, if any. */

@@ -5,7 +5,7 @@ import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { ExternalIdOut, MetadataOut } from '../messages/message-fields.ts';
 import { formatTimestamp } from '../time.ts';
 import { DELIVERY_STATES } from './delivery-states.ts';
-import { Outcome } from './outcomes.ts';
+import { Outcome, toApiOutcome } from './outcomes.ts';
 
 /**
  * `GET /{voicemail_drops|templated_emails}/{id}/deliveries`: the delivery ledger of one message,
@@ -90,7 +90,7 @@ export function toApiDelivery(row: ListedDelivery, message: MessageCorrelation |
     state: row.state,
     attempts: row.attempts,
     last_error: row.last_error,
-    outcome: row.outcome ?? null,
+    outcome: toApiOutcome(row.outcome),
     provider_message_id: row.provider_message_id,
     sent_at: formatTimestamp(row.sent_at),
     delivered_at: formatTimestamp(row.delivered_at),

@@ -35,3 +35,10 @@ export function recordedOutcome(reason: OutcomeReason, source: string, at: Date)
     at: formatTimestamp(at),
   };
 }
+
+/** A recorded outcome as the API shows it: its fields in the schema's order (jsonb keeps its own). */
+export function toApiOutcome(outcome: RecordedOutcome | null | undefined): RecordedOutcome | null {
+  if (!outcome) return null;
+  const { classification, permanent, code, description, source, at } = outcome;
+  return { classification, permanent, code, description, source, at };
+}
