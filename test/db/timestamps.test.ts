@@ -23,36 +23,31 @@ const SELECT = `
       'infinity', '-infinity', now()])
   ) s`;
 
-async function databaseTexts(): Promise<Map<string, string[]>> {
-  const byZone = new Map<string, string[]>();
+/** The database the suite runs on, asked for the text of one column. */
+async function openDatabase(): Promise<{ texts(sql: string): Promise<string[]>; close(): Promise<void> }> {
   if (process.env.DATABASE_URL) {
     const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
     await client.connect();
-    try {
-      for (const zone of ZONES) {
-        await client.query(`SET TimeZone = '${zone}'`);
-        byZone.set(
-          zone,
-          (await client.query<{ text: string }>(SELECT)).rows.map((row) => row.text),
-        );
-      }
-    } finally {
-      await client.end();
+    return {
+      texts: async (sql) => (await client.query<{ text: string }>(sql)).rows.map((row) => row.text),
+      close: () => client.end(),
+    };
+  }
+  const { PGlite } = await import('@electric-sql/pglite');
+  const db = await PGlite.create();
+  return { texts: async (sql) => (await db.query<{ text: string }>(sql)).rows.map((row) => row.text), close: () => db.close() };
+}
+
+async function databaseTexts(): Promise<Map<string, string[]>> {
+  const byZone = new Map<string, string[]>();
+  const db = await openDatabase();
+  try {
+    for (const zone of ZONES) {
+      await db.texts(`SET TimeZone = '${zone}'`);
+      byZone.set(zone, await db.texts(SELECT));
     }
-  } else {
-    const { PGlite } = await import('@electric-sql/pglite');
-    const db = await PGlite.create();
-    try {
-      for (const zone of ZONES) {
-        await db.exec(`SET TimeZone = '${zone}'`);
-        byZone.set(
-          zone,
-          (await db.query<{ text: string }>(SELECT)).rows.map((row) => row.text),
-        );
-      }
-    } finally {
-      await db.close();
-    }
+  } finally {
+    await db.close();
   }
   return byZone;
 }
