@@ -102,7 +102,15 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         ...(options.dnsResolver ? { dnsResolver: options.dnsResolver } : {}),
       })
     : undefined;
-  const app = await buildApp(config, { database, queue, clock, logger, https: options.https, snsFetch: options.snsFetch, checkResponses: true });
+  const app = await buildApp(config, {
+    database,
+    queue,
+    clock,
+    logger,
+    https: options.https,
+    snsFetch: options.snsFetch,
+    checkResponses: true,
+  });
   await app.ready();
   return {
     app,
