@@ -77,13 +77,21 @@ export const MIGRATIONS: Record<string, Migration> = {
  */
 export async function migrateToLatest(db: Kysely<unknown>, schema: string): Promise<string[]> {
   if (await atLatest(db, schema)) return [];
+  return migrateTo(db, schema);
+}
+
+/**
+ * Runs the migrations up to `target` (all, when absent) in `schema`: migrateToLatest's, and the
+ * tests' of a migration on data made by the ones before it.
+ */
+export async function migrateTo(db: Kysely<unknown>, schema: string, target?: string): Promise<string[]> {
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => MIGRATIONS },
     migrationTableSchema: schema,
   });
   for (let attempt = 1; ; attempt++) {
-    const { error, results } = await migrator.migrateToLatest();
+    const { error, results } = await (target ? migrator.migrateTo(target) : migrator.migrateToLatest());
     if (!error) return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
     // Kysely's table check reads the catalog of every schema in the database: a schema another
     // session drops meanwhile fails it in assorted ways (3F000 "schema … does not exist", XX000

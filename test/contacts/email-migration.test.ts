@@ -5,12 +5,11 @@ import { PGlite } from '@electric-sql/pglite';
 import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
-import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { createContact, deleteContact, updateContact } from '../../src/contacts/contacts.ts';
 import { importContacts, readCsv } from '../../src/contacts/import.ts';
 import type { Db } from '../../src/db/database.ts';
-import { MIGRATIONS, migrateToLatest } from '../../src/db/migrate.ts';
+import { MIGRATIONS, migrateTo, migrateToLatest } from '../../src/db/migrate.ts';
 import { DomainError } from '../../src/errors.ts';
 
 const BEFORE = '0020-text-search-short-pending-list';
@@ -50,9 +49,7 @@ describe('migration 0021 on contacts that already share addresses', () => {
       close = () => db.destroy();
     }
     await sql`CREATE SCHEMA IF NOT EXISTS ${sql.id(schema)}`.execute(db);
-    const migrator = new Migrator({ db, provider: { getMigrations: async () => MIGRATIONS }, migrationTableSchema: schema });
-    const { error } = await migrator.migrateTo(BEFORE);
-    if (error) throw error;
+    await migrateTo(db as unknown as Kysely<unknown>, schema, BEFORE);
 
     const user = async (email: string) =>
       Number(

@@ -5,10 +5,9 @@ import { PGlite } from '@electric-sql/pglite';
 import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
-import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import type { Db } from '../../src/db/database.ts';
-import { MIGRATIONS, migrateToLatest } from '../../src/db/migrate.ts';
+import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts';
 import { MESSAGE_TABLES } from '../../src/messages/kinds.ts';
 import { MESSAGE_STATUSES } from '../../src/messages/lifecycle.ts';
 import { countMessagesByStatus } from '../../src/messages/message-tables.ts';
@@ -169,9 +168,7 @@ describe('migration 0036 on messages that already exist', () => {
       close = () => db.destroy();
     }
     await sql`CREATE SCHEMA IF NOT EXISTS ${sql.id(schema)}`.execute(db);
-    const migrator = new Migrator({ db, provider: { getMigrations: async () => MIGRATIONS }, migrationTableSchema: schema });
-    const { error } = await migrator.migrateTo('0035-inlinable-webhook-endpoints');
-    if (error) throw error;
+    await migrateTo(db as unknown as Kysely<unknown>, schema, '0035-inlinable-webhook-endpoints');
   });
   after(() => close());
 
