@@ -3,6 +3,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.ts';
+import { type Channel, channelName } from './channels.ts';
 import { migrateToLatest } from './migrate.ts';
 import { acquirePgliteLock } from './pglite-lock.ts';
 import { prepareRepeatedStatements } from './prepared-statements.ts';
@@ -26,11 +27,11 @@ export interface DatabaseHandle {
   /** Number of SQL statements run so far: lets tests prove a request never reached the database. */
   queryCount(): number;
   /**
-   * Calls `onNotice` with the payload of every NOTIFY on `channel`, from any process using the
-   * database, and without one whenever notices may have been missed (the listening connection was lost). `listening()` is
+   * Calls `onNotice` with the payload of every NOTIFY on `channel`, from any process of this
+   * installation (its schema's channel, db/channels.ts), and without one whenever notices may have been missed (the listening connection was lost). `listening()` is
    * false while no notice can arrive: whatever the caller caches must not be trusted then.
    */
-  listen(channel: string, onNotice: (payload?: string) => void): Promise<{ listening(): boolean }>;
+  listen(channel: Channel, onNotice: (payload?: string) => void): Promise<{ listening(): boolean }>;
   /** True when the database answers a trivial query. */
   ping(): Promise<boolean>;
   /** The request pool's connections (metrics); undefined on PGlite. */
@@ -127,7 +128,9 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
     kind: config.databaseUrl ? 'postgres' : 'pglite',
     pglite: embedded,
     queryCount: () => queries,
-    async listen(channel, onNotice) {
+    async listen(base, onNotice) {
+      // This installation's channel (db/channels.ts): another schema's notices never arrive.
+      const channel = channelName(base, schema);
       if (embedded) {
         listeners.push(await embedded.listen(channel, onNotice));
         return { listening: () => !closed };

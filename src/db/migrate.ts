@@ -33,6 +33,7 @@ import * as messageCorrelation from './migrations/0032-message-correlation.ts';
 import * as mediaBlobs from './migrations/0034-media-blobs.ts';
 import * as inlinableWebhookEndpoints from './migrations/0035-inlinable-webhook-endpoints.ts';
 import * as statusCounts from './migrations/0036-status-counts.ts';
+import * as schemaChannels from './migrations/0037-schema-channels.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -69,6 +70,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0034-media-blobs': mediaBlobs,
   '0035-inlinable-webhook-endpoints': inlinableWebhookEndpoints,
   '0036-status-counts': statusCounts,
+  '0037-schema-channels': schemaChannels,
 };
 
 /**

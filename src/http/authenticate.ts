@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { hashApiKey, parseApiKey } from '../api-key-format.ts';
 import type { AppContext } from '../app-context.ts';
 import type { Config } from '../config.ts';
+import { channelOfSession } from '../db/channels.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
 import type { Principal } from '../identity/access.ts';
@@ -57,7 +58,7 @@ class PrincipalCache {
     this.#entries.clear();
     if (payload?.startsWith('settle:')) {
       // Forgotten above: say so to the process that waits.
-      sql`SELECT pg_notify('hopper_principals', ${`ack:${payload}`})`.execute(this.#database.db).catch(() => {});
+      sql`SELECT pg_notify(${PRINCIPALS}, ${`ack:${payload}`})`.execute(this.#database.db).catch(() => {});
     }
   }
 
@@ -81,14 +82,14 @@ class PrincipalCache {
       });
     });
     try {
-      // Every process listening on this database (PGlite: this one alone).
+      // Every process of this installation listening on the database (PGlite: this one alone).
       if (this.#database.kind === 'postgres') {
         const { rows } = await sql<{ n: number }>`
           SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE datname = current_database() AND query = 'LISTEN "hopper_principals"'`.execute(db);
+          WHERE datname = current_database() AND query = 'LISTEN "' || ${PRINCIPALS} || '"'`.execute(db);
         expected = Math.max(1, rows[0]?.n ?? 1);
       }
-      await sql`SELECT pg_notify('hopper_principals', ${token})`.execute(db);
+      await sql`SELECT pg_notify(${PRINCIPALS}, ${token})`.execute(db);
       if (acknowledged >= expected) done();
       await heard;
     } catch {
@@ -118,6 +119,8 @@ class PrincipalCache {
 }
 
 const MAX_CACHED = 10_000;
+/** The installation's channel of principal changes, in a statement (db/channels.ts). */
+const PRINCIPALS = channelOfSession('hopper_principals');
 const caches = new WeakMap<Db, PrincipalCache>();
 
 /** Lets `authenticate` keep principals for this database, forgotten on every change (see PrincipalCache). */

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { Type } from 'typebox';
 import { toApiContact } from '../contacts/contacts.ts';
 import { tagNamesByContact } from '../contacts/tags.ts';
+import { channelOfSession } from '../db/channels.ts';
 import type { Db } from '../db/database.ts';
 import type { ContactRow, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
@@ -580,7 +581,7 @@ export async function resendWebhookEvents(
     SELECT (SELECT count(*) FROM picked) AS picked,
            (SELECT count(*) FROM reset) + (SELECT count(*) FROM added) AS queued,
            (SELECT max(occurred_at) FROM picked) AS last,
-           pg_notify('hopper_webhooks', '')`.execute(db);
+           pg_notify(${channelOfSession('hopper_webhooks')}, '')`.execute(db);
   const row = rows[0];
   const truncated = !('eventId' in which) && Number(row?.picked ?? 0) >= RESEND_LIMIT;
   return {

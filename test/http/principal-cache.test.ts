@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { buildApp } from '../../src/app.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { openJobQueue } from '../../src/db/job-queue.ts';
@@ -96,6 +97,38 @@ describe('principal cache', () => {
     assert.equal(await get(base, deleted.key, deleted.id), 200);
     await sql`UPDATE users SET deleted_at = now() WHERE id = ${deleted.id}`.execute(t.database.db);
     await becomes(base, deleted.key, deleted.id, 401);
+  });
+
+  test('another installation in the same database is not heard; a process of an earlier version still hears this one', {
+    skip: !usingPostgres && 'needs PostgreSQL: a PGlite database holds one installation',
+  }, async () => {
+    // A second installation: its own schema in the same database, migrated as its `npm start` would.
+    const other = await openDatabase({ ...t.config, databaseSchema: `${t.config.databaseSchema}_other` });
+    // A process of a version before migration 0037 listens on the unscoped channel.
+    const earlier = new pg.Client({ connectionString: t.config.databaseUrl });
+    try {
+      const heard: string[] = [];
+      const heardByEarlier: string[] = [];
+      await t.database.listen('hopper_principals', (payload) => payload !== undefined && heard.push(payload));
+      await earlier.connect();
+      earlier.on('notification', (message) => heardByEarlier.push(message.payload ?? ''));
+      await earlier.query('LISTEN "hopper_principals"');
+
+      await sql`UPDATE users SET first_name = first_name`.execute(other.db);
+      await sql`UPDATE api_keys SET revoked_at = revoked_at`.execute(t.database.db);
+      // Notices reach a listener in commit order: once this installation's own has arrived, the
+      // other's would have arrived before it.
+      await waitFor('this installation’s notice', () => heard.length > 0);
+      assert.deepEqual(heard, ['api_keys'], "the other installation's change is not heard here");
+      await waitFor('both notices on the unscoped channel', () => heardByEarlier.length === 2);
+      assert.deepEqual(heardByEarlier, ['users', 'api_keys']);
+    } finally {
+      await earlier.end();
+      await other.close();
+      const drop = new pg.Client({ connectionString: t.config.databaseUrl });
+      await drop.connect();
+      await drop.query(`DROP SCHEMA IF EXISTS "${t.config.databaseSchema}_other" CASCADE`).finally(() => drop.end());
+    }
   });
 
   test('a cached key costs no query; touching last_used_at forgets nothing', async () => {
