@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
-import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { Kysely, type LogEvent, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.ts';
 import { type Channel, channelName } from './channels.ts';
@@ -24,7 +24,10 @@ export interface DatabaseHandle {
   readonly kind: 'pglite' | 'postgres';
   /** The embedded database itself, when there is one (the job queue runs on it too). */
   readonly pglite: PGlite | undefined;
-  /** Number of SQL statements run so far: lets tests prove a request never reached the database. */
+  /**
+   * Number of SQL statements run so far, but the rate limiter's allotments: lets tests prove a
+   * request never reached the database, or how many statements it took.
+   */
   queryCount(): number;
   /**
    * Calls `onNotice` with the payload of every NOTIFY on `channel`, from any process of this
@@ -57,8 +60,10 @@ interface DatabaseLog {
  */
 export async function openDatabase(config: Config, log?: DatabaseLog): Promise<DatabaseHandle> {
   let queries = 0;
-  const count = () => {
-    queries++;
+  // The rate limiter's refills are not a request's own statements: one falls on whichever request
+  // first needs a new allotment (http/rate-limit.ts), at the start of every minute too.
+  const count = (event: LogEvent) => {
+    if (!event.query.sql.includes('rate_limit_counts')) queries++;
   };
   const kyselyOn = (pool: pg.Pool) => new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
   const schema = config.databaseSchema;
