@@ -154,4 +154,24 @@ describe('principal cache', () => {
       { timeoutMs: 5_000 },
     );
   });
+
+  test("a minute's new rate count is not counted as a request's statement", async () => {
+    // 50 ms before a minute starts: the limiter refills the key's and the user's allotments then.
+    let now = Math.ceil(Date.now() / 60_000) * 60_000 + 60_000 - 50;
+    const timed = await startTestApp({ clock: () => new Date(now) });
+    try {
+      const user = await createUser(timed, 'User');
+      const client = asKey(timed.app, user.key);
+      assert.equal((await client.get(`/v3/users/${user.id}`)).status, 200);
+      const before = timed.database.queryCount();
+      assert.equal((await client.get(`/v3/users/${user.id}`)).status, 200);
+      const statements = timed.database.queryCount() - before;
+      now += 100;
+      const next = timed.database.queryCount();
+      assert.equal((await client.get(`/v3/users/${user.id}`)).status, 200);
+      assert.equal(timed.database.queryCount() - next, statements);
+    } finally {
+      await timed.close();
+    }
+  });
 });
