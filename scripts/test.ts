@@ -1,6 +1,4 @@
 import { glob } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 
@@ -26,10 +24,6 @@ const ALONE = [
   'test/security/graceful-stop.test.ts',
 ];
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 2);
-// Every test file's process compiles the same modules (Hopper's own, type-stripped, and its
-// libraries): with V8's compile cache, where `npm start` keeps its own (src/main.ts), only the first
-// compiles each, checked against the file's contents — about a second less per file.
-process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'node-compile-cache');
 // A test that hangs fails after this long instead of holding the run until CI's own limit (the
 // longest test, a worker restart with webhook retries, takes about 70 s).
 const TEST_TIMEOUT = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
