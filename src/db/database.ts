@@ -31,8 +31,9 @@ export interface DatabaseHandle {
   queryCount(): number;
   /**
    * Calls `onNotice` with the payload of every NOTIFY on `channel`, from any process of this
-   * installation (its schema's channel, db/channels.ts), and without one whenever notices may have been missed (the listening connection was lost). `listening()` is
-   * false while no notice can arrive: whatever the caller caches must not be trusted then.
+   * installation (its schema's channel, db/channels.ts), and without one whenever notices may have
+   * been missed (the listening connection was lost). `listening()` is false while no notice can
+   * arrive: whatever the caller caches must not be trusted then.
    */
   listen(channel: Channel, onNotice: (payload?: string) => void): Promise<{ listening(): boolean }>;
   /** True when the database answers a trivial query. */
