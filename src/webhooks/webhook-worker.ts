@@ -37,8 +37,8 @@ import { signatureHeader } from './signing.ts';
  * Finding work: a statement that queues deliveries NOTIFYs the installation's `hopper_webhooks`
  * channel at its commit (migrations 0017 and 0037); the worker then asks for a `webhook-send` job
  * for each endpoint with due work, and wakes its own queue worker rather than waiting for the
- * queue's next poll. A poll every
- * WEBHOOK_POLL_INTERVAL does the same for retries falling due and claims a dead worker left behind.
+ * queue's next poll. A poll every WEBHOOK_POLL_INTERVAL does the same for retries falling due and
+ * claims a dead worker left behind.
  * The queue keeps one job per endpoint queued and one running (policy `stately`), so an endpoint's
  * requests come from one worker at a time.
  *
