@@ -216,7 +216,7 @@ export async function findLiveContacts(db: Db, userId: number, ids: readonly num
 }
 
 export function findContact(db: Db, id: number) {
-  return findOwnedRow(db, 'contacts', id);
+  return findOwnedRow(db, db.selectFrom('contacts').selectAll().where('id', '=', id).where('deleted_at', 'is', null));
 }
 
 /** One page of an owner's contacts, filtered by `CONTACT_FILTERS`, as API shapes. */

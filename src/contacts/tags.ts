@@ -87,7 +87,7 @@ export async function findTags(db: Db, userId: number, ids: readonly number[]): 
 }
 
 export function findTag(db: Db, id: number) {
-  return findOwnedRow(db, 'tags', id);
+  return findOwnedRow(db, db.selectFrom('tags').selectAll().where('id', '=', id));
 }
 
 /** A tag's API shape with its live contacts counted. */

@@ -60,7 +60,7 @@ function signatureChanges(body: { name?: string; body?: string }): { name?: stri
 }
 
 export function findSignature(db: Db, id: number) {
-  return findOwnedRow(db, 'signatures', id);
+  return findOwnedRow(db, db.selectFrom('signatures').selectAll().where('id', '=', id).where('deleted_at', 'is', null));
 }
 
 /**

@@ -102,7 +102,7 @@ export async function createApiKey(db: Db, userId: number, name: string, options
 
 /** A live key with its owner, for the access rule; undefined when there is none or it was revoked. */
 export function findLiveApiKey(db: Db, id: number) {
-  return findOwnedRow(db, 'api_keys', id);
+  return findOwnedRow(db, db.selectFrom('api_keys').selectAll().where('id', '=', id).where('revoked_at', 'is', null));
 }
 
 /** Every live key of a user, oldest first (the settings page lists them all). */

@@ -93,7 +93,7 @@ export async function findOwnedMedia(db: Db, userId: number, id: number): Promis
 
 /** A live media item with what the access rule needs to know about its owner. */
 export function findMedia(db: Db, id: number) {
-  return findOwnedRow(db, 'media', id);
+  return findOwnedRow(db, db.selectFrom('media').selectAll().where('id', '=', id).where('deleted_at', 'is', null));
 }
 
 /** One page of an owner's media, filtered by `MEDIA_FILTERS`. */

@@ -175,7 +175,7 @@ export async function createWebhookEndpoint(
 }
 
 export function findWebhookEndpoint(db: Db, id: number) {
-  return findOwnedRow(db, 'webhook_endpoints', id);
+  return findOwnedRow(db, db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id));
 }
 
 export async function searchWebhookEndpoints(db: Db, userId: number, params: SearchParams) {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -60,34 +60,57 @@ describe('the table owners check (npm run check:owners)', () => {
     assert.deepEqual(await checkOwners(), []);
   });
 
-  test('a write or a read of a table outside its module, a table not listed and a missing module are each reported', async () => {
+  test('a write or a read of a table outside its module, a table not listed or named unreadably, and a missing module are each reported', async () => {
     const root = await mkdtemp(join(tmpdir(), 'hopper-owners-'));
     try {
       await mkdir(join(root, 'docs'));
       await mkdir(join(root, 'src/contacts'), { recursive: true });
       await mkdir(join(root, 'src/sending'));
+      // The planted code is typed with Kysely, as src/ is: the check reads tables by their types.
+      await symlink(join(import.meta.dirname, '../../node_modules'), join(root, 'node_modules'));
       await writeFile(
         join(root, 'docs/architecture.md'),
-        '## Tables\n\n```\ncontacts      contacts/contacts.ts\ntags          contacts/tags.ts\n```\n',
+        '## Tables\n\n```\ncontacts      contacts/contacts.ts\nmedia         contacts/contacts.ts\ntags          contacts/tags.ts\n```\n',
       );
-      await writeFile(join(root, 'src/contacts/contacts.ts'), "export const q = (db) => db.selectFrom('contacts').selectAll();\n");
+      await writeFile(
+        join(root, 'src/contacts/contacts.ts'),
+        ["import type { Kysely } from 'kysely';", "export const q = (db: Kysely<any>) => db.selectFrom('contacts').selectAll();"].join(
+          '\n',
+        ),
+      );
       await writeFile(
         join(root, 'src/sending/send.ts'),
         [
-          "export const a = (db) => db.updateTable('contacts').set({ status: 'x' });",
-          "export const b = (trx) => trx\n  .selectFrom('contacts')\n  .selectAll();",
-          // A sub-select of another table inside a statement of this module is fine.
-          "export const c = (db) => db.selectFrom('deliveries as d').where(({ eb }) => eb.selectFrom('contacts'));",
+          "import { type Kysely, sql } from 'kysely';",
+          "export const a = (db: Kysely<any>) => db.updateTable('contacts').set({ status: 'x' });",
+          "export const b = (db: Kysely<any>) => db.transaction().execute((trx) => trx\n  .selectFrom('contacts')\n  .selectAll().execute());",
+          // A join, or a sub-select of another table inside a statement of this module, is fine.
+          "export const c = (db: Kysely<any>) => db.selectFrom('deliveries as d').innerJoin('contacts as c', 'c.id', 'd.contact_id').where((eb) => eb.exists(eb.selectFrom('contacts').select('id')));",
           'export const d = sql`INSERT INTO deliveries (id) VALUES (1)`;',
+          // Raw SQL reads: the table of the top-level FROM is the statement's; a FROM naming a WITH query reads no table.
+          'export const e = sql`SELECT d.id FROM deliveries d JOIN contacts c ON c.id = d.contact_id WHERE EXISTS (SELECT 1 FROM contacts)`;',
+          'export const f = sql`WITH x AS (SELECT 1) SELECT * FROM x UNION ALL SELECT id FROM contacts WHERE true`;',
+          // A table named by a variable is every table its type allows; a mere string cannot be placed.
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: planted code, as text
+          "export const g = (table: 'contacts' | 'media') => sql`SELECT r.* FROM ${sql.table(table)} r`;",
+          'export const h = (db: Kysely<any>, table: string) => db.deleteFrom(table);',
         ].join('\n'),
       );
-      const problems = await checkOwners(root);
-      assert.match(problems.join('\n'), /names src\/contacts\/tags\.ts, which does not exist/);
-      assert.match(problems.join('\n'), /src\/sending\/send\.ts:1 writes contacts, whose statements belong in src\/contacts\/contacts\.ts/);
-      assert.match(problems.join('\n'), /src\/sending\/send\.ts:2 reads contacts, whose statements belong in src\/contacts\/contacts\.ts/);
-      assert.match(problems.join('\n'), /writes deliveries, a table .* does not list/);
-      assert.match(problems.join('\n'), /reads deliveries, a table .* does not list/);
-      assert.equal(problems.length, 5, problems.join('\n'));
+      const problems = (await checkOwners(root)).join('\n');
+      const expected = [
+        /names src\/contacts\/tags\.ts, which does not exist/,
+        /src\/sending\/send\.ts:2 writes contacts, whose statements belong in src\/contacts\/contacts\.ts/,
+        /src\/sending\/send\.ts:3 reads contacts, whose statements belong in src\/contacts\/contacts\.ts/,
+        /src\/sending\/send\.ts:6 reads deliveries, a table .* does not list/,
+        /src\/sending\/send\.ts:7 writes deliveries, a table .* does not list/,
+        /src\/sending\/send\.ts:8 reads deliveries, a table .* does not list/,
+        /src\/sending\/send\.ts:9 reads contacts, whose statements belong in src\/contacts\/contacts\.ts/,
+        /src\/sending\/send\.ts:10 reads contacts, whose statements belong in src\/contacts\/contacts\.ts/,
+        /src\/sending\/send\.ts:10 reads media, whose statements belong in src\/contacts\/contacts\.ts/,
+        /src\/sending\/send\.ts:11 writes a table named by `table`, which the check cannot read/,
+      ];
+      for (const pattern of expected) assert.match(problems, pattern);
+      assert.equal(problems.split('\n').length, expected.length, problems);
     } finally {
       await rm(root, { recursive: true, force: true });
     }
