@@ -10,7 +10,7 @@ import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
 import type { Principal } from './access.ts';
 import { RANK } from './roles.ts';
-import { lockUser } from './users.ts';
+import { keepingAnAdministrator, lockUser } from './users.ts';
 
 /**
  * API keys: anyone who may reach a user may list them; the user themself, an Administrator, or a
@@ -139,8 +139,17 @@ export async function findKeyOwner(db: Db, keyHash: Buffer) {
   return { key_id, key_hash, last_used_at: key_last_used_at, user_id, user: Object.freeze(user) as UserRow };
 }
 
-export async function revokeApiKey(db: Db, id: number, now: Date): Promise<void> {
-  await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).execute();
+/**
+ * Revokes a live key (as `findLiveApiKey` found it, with its owner). An Administrator's key may be
+ * the last means anyone has of administering the service: its revocation stands only if an
+ * Administrator who can act remains (`keepingAnAdministrator`).
+ */
+export async function revokeApiKey(db: Db, key: { row: Pick<ApiKeyRow, 'id'>; owner: UserRef }, now: Date): Promise<void> {
+  const revoke = async (trx: Db) => {
+    await trx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', key.row.id).execute();
+  };
+  if (key.owner.roles.includes('Administrator')) await keepingAnAdministrator(db, key.owner, 'left without a key', revoke);
+  else await revoke(db);
 }
 
 export async function touchApiKey(db: Db, id: number, at: Date): Promise<void> {

@@ -143,8 +143,8 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
     { schema: { ...PAGE_SCHEMA, params: Type.Object({ id: Id }) } },
     async (request, reply) => {
       const session = request.webSession as WebSession;
-      const key = (await findLiveApiKey(db, request.params.id))?.row;
-      if (!key || key.user_id !== session.user.id) {
+      const found = await findLiveApiKey(db, request.params.id);
+      if (!found || found.row.user_id !== session.user.id) {
         return sendMessage(
           reply,
           404,
@@ -156,8 +156,8 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
           session,
         );
       }
-      await revokeApiKey(db, key.id, clock());
-      request.log.info({ userId: session.user.id, keyId: key.id }, 'API key revoked from the web');
+      await revokeApiKey(db, found, clock());
+      request.log.info({ userId: session.user.id, keyId: found.row.id }, 'API key revoked from the web');
       return reply.redirect(`${INTEGRATIONS}?notice=revoked`, 303);
     },
   );

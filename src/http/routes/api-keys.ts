@@ -11,7 +11,6 @@ import {
   searchApiKeys,
   toApiKey,
 } from '../../identity/api-keys.ts';
-import { keepingAnAdministrator } from '../../identity/users.ts';
 import { Success } from '../../json-schema.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
@@ -88,11 +87,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, { database: { db }, config,
       },
     },
     async (request) => {
-      const { row, owner } = await manageableKey(request.principal, request.params.id);
-      const revoke = (trx: typeof db) => revokeApiKey(trx, row.id, clock());
-      // An Administrator's key may be the last means anyone has of administering the service.
-      if (owner.roles.includes('Administrator')) await keepingAnAdministrator(db, owner, 'left without a key', revoke);
-      else await revoke(db);
+      await revokeApiKey(db, await manageableKey(request.principal, request.params.id), clock());
       return { success: true };
     },
   );
