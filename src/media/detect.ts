@@ -30,6 +30,9 @@ const ACCEPTED: Record<string, MediaType> = {
   webp: { ext: 'webp', mime: 'image/webp', kind: 'image', label: 'WebP' },
 };
 
+/** The types a stored file can have: those of the formats kept, and no others. */
+export const STORED_TYPES: readonly string[] = [...new Set(Object.values(ACCEPTED).map((type) => type.mime))];
+
 /** The collection a media item lands in when the client names none; it takes audio only. */
 export const AUDIO_COLLECTION = 'audio';
 

@@ -4,13 +4,16 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { MediaRow } from '../db/schema.ts';
+import { DomainError, validationError } from '../errors.ts';
 import type { Clock } from '../time.ts';
 import { audioDurationSeconds } from './audio-duration.ts';
-import { collectionRefusal, detectMediaType } from './detect.ts';
+import { AUDIO_COLLECTION, collectionRefusal, detectMediaType } from './detect.ts';
 import { mediaRejected } from './errors.ts';
-import { insertMedia } from './media.ts';
+import { insertMedia, mediaFieldProblems } from './media.ts';
+import { fetchFailure, openRemoteFile } from './remote-fetch.ts';
 import { removeStaleFiles } from './storage.ts';
 import type { MediaStorage } from './store.ts';
 
@@ -111,6 +114,34 @@ export async function store(intake: MediaIntake, staged: StagedFile, details: Me
   } finally {
     await discard(staged);
   }
+}
+
+/** Fetches `full_url` into staging and stores it (http/https only, private addresses refused unless configured). */
+export async function importFromUrl(
+  intake: MediaIntake,
+  userId: number,
+  body: { full_url: string; name?: string; collection_name?: string },
+  config: Pick<Config, 'mediaFetchTimeoutMs' | 'mediaFetchAllowPrivate'>,
+): Promise<MediaRow> {
+  const problems = mediaFieldProblems(body.name, body.collection_name);
+  if (Object.keys(problems).length > 0) throw validationError(problems);
+  const timeoutMs = config.mediaFetchTimeoutMs;
+  const remote = await openRemoteFile(body.full_url, { timeoutMs, maxBytes: intake.maxBytes, allowPrivate: config.mediaFetchAllowPrivate });
+  let staged: StagedFile;
+  try {
+    staged = await stage(intake, remote.stream, 'full_url');
+  } catch (error) {
+    // The remote side breaking off is the URL's problem (400); our own disk failing is ours (500).
+    if (error instanceof DomainError || remote.stream.errored) throw fetchFailure(error, remote.deadline, timeoutMs);
+    throw error;
+  }
+  return store(intake, staged, {
+    userId,
+    originalName: remote.fileName,
+    name: body.name,
+    collectionName: body.collection_name ?? AUDIO_COLLECTION,
+    field: 'full_url',
+  });
 }
 
 const FALLBACK_NAME = 'media';

@@ -3,9 +3,10 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { MediaRow, NewMedia } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
-import { DomainError, notFound } from '../errors.ts';
-import { Id, Nullable, Timestamp } from '../json-schema.ts';
+import { DomainError, type FieldErrors, notFound } from '../errors.ts';
+import { Id, Nullable, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp } from '../time.ts';
+import { AUDIO_COLLECTION } from './detect.ts';
 import type { MediaStorage } from './store.ts';
 
 /** The specification's media table; voicemail drops embed it as `media`. */
@@ -23,6 +24,51 @@ export const Media = Type.Object({
   updated_at: Timestamp,
   deleted_at: Nullable(Timestamp),
 });
+
+/** The body of a fetch by URL (`POST /users/{user_id}/media/import`). */
+export const MediaFromUrl = WritableBody(
+  {
+    full_url: Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) address Hopper fetches the file from' }),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    collection_name: Type.Optional(Type.String({ minLength: 1, maxLength: 64, default: AUDIO_COLLECTION })),
+  },
+  ['id', 'file_name', 'mime_type', 'size', 'readable_size', 'download_url', 'created_at', 'updated_at', 'deleted_at'],
+);
+Object.assign(MediaFromUrl, {
+  title: 'MediaFromUrl',
+  examples: [{ full_url: 'https://files.example.com/open-house.wav', name: 'open-house' }],
+});
+
+/**
+ * The upload form (multipart/form-data), for the document: the form is read part by part as it
+ * arrives (http/media-form.ts), with `mediaFieldProblems`. Without `type`, the schema does not
+ * refuse the (absent) parsed body of a multipart request (the document adds it).
+ */
+const uploadFields = {
+  file: Type.String({ format: 'binary', description: 'The file; its type is judged from its bytes' }),
+  name: Type.String({ maxLength: 255, description: 'Defaults to the file name without extension' }),
+  collection_name: Type.String({ maxLength: 64, default: AUDIO_COLLECTION }),
+};
+export const MediaUpload = Type.Unsafe({ title: 'MediaUpload', properties: uploadFields, required: ['file'] });
+/** The fields an upload form may have. */
+export const UPLOAD_FIELDS: ReadonlySet<string> = new Set(Object.keys(uploadFields));
+
+const COLLECTION_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** The rules on `name` and `collection_name` that JSON schema does not cover (and forms need in full). */
+export function mediaFieldProblems(name: string | undefined, collection: string | undefined): FieldErrors {
+  const errors: FieldErrors = {};
+  if (name !== undefined) {
+    const length = [...name].length;
+    if (length === 0) errors.name = ['must not be empty'];
+    else if (length > 255) errors.name = ['must be at most 255 characters'];
+    else if (name.includes('\u0000')) errors.name = ['must not contain NUL characters'];
+  }
+  if (collection !== undefined && !COLLECTION_NAME.test(collection)) {
+    errors.collection_name = ['must be 1 to 64 lower-case letters, digits, "-" or "_", starting with a letter or digit'];
+  }
+  return errors;
+}
 
 export const MEDIA_FILTERS: Filters = {
   id: { kind: 'id', column: 'id' },
@@ -102,8 +148,12 @@ export function searchMedia(db: Db, userId: number, params: SearchParams) {
   return runSearch(query, MEDIA_FILTERS, params, 'id');
 }
 
+/** A public file URL's token: 192 random bits, base64url (media/ingest.ts). */
+const TOKEN = /^[A-Za-z0-9_-]{32}$/;
+
 /** The live item behind a public file URL; the token alone identifies it. */
 export async function findMediaByToken(db: Db, token: string): Promise<MediaRow | undefined> {
+  if (!TOKEN.test(token)) return undefined;
   return db
     .selectFrom('media')
     .innerJoin('users', 'users.id', 'media.user_id')

@@ -1,21 +1,22 @@
 import { join } from 'node:path';
 import multipart from '@fastify/multipart';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { type Static, Type } from 'typebox';
 import type { AppContext } from '../../app-context.ts';
 import type { MediaRow } from '../../db/schema.ts';
 import { validationError } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
-import { Success, WritableBody } from '../../json-schema.ts';
+import { Success } from '../../json-schema.ts';
 import { AUDIO_COLLECTION } from '../../media/detect.ts';
-import { mediaRejected } from '../../media/errors.ts';
-import { type MediaIntake, prepareStaging } from '../../media/ingest.ts';
+import { importFromUrl, type MediaIntake, prepareStaging } from '../../media/ingest.ts';
 import {
   deleteMedia,
   findMedia,
   findMediaByToken,
   MEDIA_FILTERS,
   Media,
+  MediaFromUrl,
+  MediaUpload,
   readableSize,
   searchMedia,
   toApiMedia,
@@ -23,73 +24,33 @@ import {
 import { openMediaStorage } from '../../media/storage.ts';
 import type { MediaStorage } from '../../media/store.ts';
 import { dropsPlayingMedia } from '../../messages/message-tables.ts';
-import { parseRange } from '../byte-range.ts';
 import type { App } from '../fastify-types.ts';
-import { createFromUpload, createFromUrl, FORM_OVERHEAD_BYTES } from '../media-create.ts';
+import { fileResponses, sendFile } from '../media-files.ts';
+import { createFromUpload, requireJson, requireMultipart } from '../media-form.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { HttpError } from '../problems.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 
-const UrlBody = WritableBody(
-  {
-    full_url: Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) address Hopper fetches the file from' }),
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-    collection_name: Type.Optional(Type.String({ minLength: 1, maxLength: 64, default: AUDIO_COLLECTION })),
-  },
-  ['id', 'file_name', 'mime_type', 'size', 'readable_size', 'download_url', 'created_at', 'updated_at', 'deleted_at'],
-);
-Object.assign(UrlBody, { title: 'MediaFromUrl', examples: [{ full_url: 'https://files.example.com/open-house.wav', name: 'open-house' }] });
-// Documentation only: the form is read part by part in the handler. Without `type`, the schema
-// does not refuse the (absent) parsed body of a multipart request (the document adds it).
-const UploadForm = Type.Unsafe({
-  title: 'MediaUpload',
-  properties: {
-    file: Type.String({ format: 'binary', description: 'The file; its type is judged from its bytes' }),
-    name: Type.String({ maxLength: 255, description: 'Defaults to the file name without extension' }),
-    collection_name: Type.String({ maxLength: 64, default: AUDIO_COLLECTION }),
-  },
-  required: ['file'],
-});
-
-/** The types a stored file can have (media/detect.ts keeps no others): audio, and images for other collections. */
-const FILE_TYPES = ['audio/wav', 'audio/mpeg', 'audio/mp4', 'audio/ogg', 'image/png', 'image/jpeg', 'image/gif', 'image/webp'];
-/** Documentation of a file answer: 200 whole, 206 one range (Content-Range), in the file's own type. */
-const fileResponses = (disposition: 'attachment' | 'inline') => {
-  const content = Object.fromEntries(FILE_TYPES.map((type) => [type, { schema: Type.String({ format: 'binary' }) }]));
-  const headers = {
-    'Accept-Ranges': Type.String({ enum: ['bytes'], description: 'Range requests are supported (one range of bytes)' }),
-    'Content-Length': Type.Integer({ minimum: 0, description: 'The bytes of this answer (on HEAD, those GET would send)' }),
-    'Content-Disposition': Type.String({
-      description: 'With the stored file name',
-      examples: [`${disposition}; filename="open-house.wav"`],
-    }),
-  };
-  return {
-    200: { description: 'The whole file, in its type (audio/wav, audio/mpeg, …)', headers, content },
-    206: {
-      description: 'The bytes the Range header asked for',
-      headers: {
-        ...headers,
-        'Content-Range': Type.String({ description: 'The bytes sent and the size of the file', examples: ['bytes 0-1023/96044'] }),
-      },
-      content,
-    },
-  };
-};
-
-const TOKEN = /^[A-Za-z0-9_-]{32}$/;
+const tags = ['Media'];
+const errors = problems(...AUTHENTICATED_ERRORS);
+const uploadForm = { 'multipart/form-data': { schema: MediaUpload } };
+const urlJson = { 'application/json': { schema: MediaFromUrl } };
 
 /**
  * Media: upload (multipart) or fetch-by-URL, search, read, delete, keyed download, and the public
  * file URL outside /v3 that voicemail providers fetch. Registered in a scope of its own so the
  * multipart parser exists for these routes only; every other route keeps answering 415 to forms.
  */
-export async function mediaRoutes(app: App, { database: { db, requestDb }, config, clock }: AppContext): Promise<void> {
-  const tags = ['Media'];
-  const reachableMedia = async (principal: Principal, id: number) => requireReachable(principal, await findMedia(db, id), 'Media', id).row;
-  const errors = problems(...AUTHENTICATED_ERRORS);
-  const storage = await openMediaStorage(config, requestDb);
-  const intake: MediaIntake = { db, clock, storage, stagingDir: join(config.dataDir, 'media-incoming'), maxBytes: config.mediaMaxBytes };
+export async function mediaRoutes(app: App, ctx: AppContext): Promise<void> {
+  const { config } = ctx;
+  const storage = await openMediaStorage(config, ctx.database.requestDb);
+  const intake: MediaIntake = {
+    db: ctx.database.db,
+    clock: ctx.clock,
+    storage,
+    stagingDir: join(config.dataDir, 'media-incoming'),
+    maxBytes: config.mediaMaxBytes,
+  };
   await prepareStaging(intake.stagingDir);
   // One file and a few short fields. A second file part is let through so that it can be named in
   // the error; the size limit sits one byte above ours so that our own counter, which knows which
@@ -97,7 +58,12 @@ export async function mediaRoutes(app: App, { database: { db, requestDb }, confi
   await app.register(multipart, {
     limits: { files: 2, fields: 10, parts: 12, fieldSize: 4096, fieldNameSize: 100, fileSize: config.mediaMaxBytes + 1 },
   });
+  searchAndCreateRoutes(app, ctx, intake);
+  itemRoutes(app, ctx, storage);
+}
 
+/** A user's media: the search, and the three ways to add an item. */
+function searchAndCreateRoutes(app: App, { database: { db }, config }: AppContext, intake: MediaIntake): void {
   app.get(
     '/v3/users/:user_id/media',
     {
@@ -110,105 +76,77 @@ export async function mediaRoutes(app: App, { database: { db, requestDb }, confi
         response: { 200: envelopeSchema(Media), ...errors },
       },
     },
-    async (request) => {
-      return envelope(
+    async (request) =>
+      envelope(
         await searchMedia(db, request.owner.id, request.query),
         (row) => toApiMedia(row, config.publicUrl),
         request,
         config.publicUrl,
-      );
-    },
+      ),
   );
 
-  /** A multipart upload: refuses a body that cannot fit before reading any of it. */
-  const upload = (request: FastifyRequest, userId: number): Promise<MediaRow> => {
-    if (Number(request.headers['content-length']) > config.mediaMaxBytes + FORM_OVERHEAD_BYTES) {
-      throw mediaRejected('too_large', 'file', `The file is larger than the limit of ${config.mediaMaxBytes} bytes.`);
-    }
-    return createFromUpload(request, intake, userId);
-  };
-  const created = (reply: FastifyReply, row: MediaRow) =>
-    reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
   const sizeNote = `Files over ${readableSize(config.mediaMaxBytes)} are refused with 413.`;
+  const fromUrl = (request: FastifyRequest) => importFromUrl(intake, request.owner.id, request.body as Static<typeof MediaFromUrl>, config);
+  /** A route that adds an item, answered 201 with it and its Location. */
+  const create = (url: string, schema: Record<string, unknown>, make: (request: FastifyRequest) => Promise<MediaRow>) =>
+    app.post(
+      url,
+      {
+        config: { owner: 'user_id' },
+        schema: { tags, ...schema, params: UserIdParams, response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) } },
+      },
+      async (request, reply) => {
+        const row = await make(request);
+        return reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
+      },
+    );
 
-  app.post(
+  create(
     '/v3/users/:user_id/media/upload',
     {
-      config: { owner: 'user_id' },
-      schema: {
-        tags,
-        operationId: 'uploadMedia',
-        summary: 'Upload a file (multipart/form-data)',
-        description: `The form's \`file\` part is the file; its type is judged from its bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote} One request type, so that client generators type it exactly; \`POST /users/{user_id}/media/import\` fetches a file from a URL instead.`,
-        params: UserIdParams,
-        body: { content: { 'multipart/form-data': { schema: UploadForm } } },
-        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
-      },
+      operationId: 'uploadMedia',
+      summary: 'Upload a file (multipart/form-data)',
+      description: `The form's \`file\` part is the file; its type is judged from its bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote} One request type, so that client generators type it exactly; \`POST /users/{user_id}/media/import\` fetches a file from a URL instead.`,
+      body: { content: uploadForm },
     },
-    async (request, reply) => {
-      if (!request.isMultipart()) {
-        throw new HttpError(
-          'unsupported_media_type',
-          'Send the file as multipart/form-data, in a part named file (to have Hopper fetch a URL, POST JSON with full_url to /media/import).',
-        );
-      }
-      return created(reply, await upload(request, request.owner.id));
+    (request) => {
+      requireMultipart(request);
+      return createFromUpload(request, intake, request.owner.id);
     },
   );
-
-  app.post(
+  create(
     '/v3/users/:user_id/media/import',
     {
-      config: { owner: 'user_id' },
-      schema: {
-        tags,
-        operationId: 'importMedia',
-        summary: 'Have Hopper fetch a file from a URL (JSON with full_url)',
-        description: `Hopper downloads \`full_url\` (http or https) and stores it as an upload would be stored: the type is judged from the bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
-        params: UserIdParams,
-        body: { content: { 'application/json': { schema: UrlBody } } },
-        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
-      },
+      operationId: 'importMedia',
+      summary: 'Have Hopper fetch a file from a URL (JSON with full_url)',
+      description: `Hopper downloads \`full_url\` (http or https) and stores it as an upload would be stored: the type is judged from the bytes, and the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
+      body: { content: urlJson },
     },
-    async (request, reply) => {
-      if (request.isMultipart()) {
-        throw new HttpError(
-          'unsupported_media_type',
-          'Send JSON with full_url (Content-Type: application/json); to upload a file as multipart/form-data, POST it to /media/upload.',
-        );
-      }
-      return created(reply, await createFromUrl(request.body as Static<typeof UrlBody>, intake, request.owner.id, config));
+    (request) => {
+      requireJson(request);
+      return fromUrl(request);
     },
   );
-
-  app.post(
+  create(
     '/v3/users/:user_id/media',
     {
-      config: { owner: 'user_id' },
-      schema: {
-        tags,
-        operationId: 'createMedia',
-        deprecated: true,
-        summary: 'Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)',
-        description: `Kept for existing clients; new code uses \`/media/upload\` or \`/media/import\`, which take one request type each. The type is judged from the bytes; the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
-        params: UserIdParams,
-        body: { content: { 'multipart/form-data': { schema: UploadForm }, 'application/json': { schema: UrlBody } } },
-        response: { 201: Media, ...problems(...AUTHENTICATED_ERRORS, 413, 415) },
-      },
+      operationId: 'createMedia',
+      deprecated: true,
+      summary: 'Upload a file (multipart/form-data) or have Hopper fetch one (JSON with full_url)',
+      description: `Kept for existing clients; new code uses \`/media/upload\` or \`/media/import\`, which take one request type each. The type is judged from the bytes; the \`${AUDIO_COLLECTION}\` collection (the default) takes audio only. ${sizeNote}`,
+      body: { content: { ...uploadForm, ...urlJson } },
     },
-    async (request, reply) => {
-      const user = request.owner;
-      let row: MediaRow;
-      if (request.isMultipart()) {
-        row = await upload(request, user.id);
-      } else if (request.body === undefined) {
-        throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
-      } else {
-        row = await createFromUrl(request.body as Static<typeof UrlBody>, intake, user.id, config);
-      }
-      return created(reply, row);
+    (request) => {
+      if (request.isMultipart()) return createFromUpload(request, intake, request.owner.id);
+      if (request.body === undefined) throw validationError({ body: ['must be multipart/form-data with a file, or JSON with full_url'] });
+      return fromUrl(request);
     },
   );
+}
+
+/** One item: read, delete, its download, and the public file URL. */
+function itemRoutes(app: App, { database: { db }, config, clock }: AppContext, storage: MediaStorage): void {
+  const reachableMedia = async (principal: Principal, id: number) => requireReachable(principal, await findMedia(db, id), 'Media', id).row;
 
   app.get(
     '/v3/media/:id',
@@ -269,44 +207,9 @@ export async function mediaRoutes(app: App, { database: { db, requestDb }, confi
     },
     handler: async (request, reply) => {
       const { token, file_name } = request.params as { token: string; file_name: string };
-      const media = TOKEN.test(token) ? await findMediaByToken(db, token) : undefined;
+      const media = await findMediaByToken(db, token);
       if (!media || media.file_name !== file_name) throw new HttpError('not_found', 'There is no such media file, or it was deleted.');
       return sendFile(request, reply, storage, media, 'inline');
     },
   });
-}
-
-/** Sends a stored file, whole or one byte range of it; HEAD gets the same headers without reading it. */
-async function sendFile(request: FastifyRequest, reply: FastifyReply, storage: MediaStorage, media: MediaRow, disposition: string) {
-  // Without validators of our own, an If-Range condition can never be confirmed: send it all.
-  const wanted = request.headers['if-range'] ? ({ kind: 'full' } as const) : parseRange(request.headers.range, media.size);
-  if (wanted.kind === 'unsatisfiable') {
-    throw new HttpError('range_not_satisfiable', `The range lies outside the file's ${media.size} bytes.`, {
-      headers: { 'Content-Range': `bytes */${media.size}`, 'Accept-Ranges': 'bytes' },
-    });
-  }
-  const range = wanted.kind === 'partial' ? wanted.range : undefined;
-  let body: Awaited<ReturnType<MediaStorage['createReadStream']>> | undefined;
-  try {
-    if (request.method === 'HEAD') {
-      if (!(await storage.stat(media.storage_key))) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
-    } else {
-      body = await storage.createReadStream(media.storage_key, range);
-    }
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    request.log.error({ mediaId: media.id, key: media.storage_key }, 'media file missing from storage');
-    throw new HttpError('not_found', 'The file of this media item is missing.');
-  }
-  reply.code(range ? 206 : 200).headers({
-    'Content-Type': media.mime_type,
-    'Content-Length': String(range ? range.end - range.start + 1 : media.size),
-    'Accept-Ranges': 'bytes',
-    'Content-Disposition': `${disposition}; filename="${media.file_name}"`,
-    'X-Content-Type-Options': 'nosniff',
-    // Deleting must stop the file being served, so shared caches have to ask every time.
-    'Cache-Control': disposition === 'inline' ? 'no-cache' : 'private, no-store',
-  });
-  if (range) reply.header('Content-Range', `bytes ${range.start}-${range.end}/${media.size}`);
-  return reply.send(body);
 }
