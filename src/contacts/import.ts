@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { addressFreedMeanwhile, DomainError, type FieldErrors } from '../errors.ts';
+import { jsonTextProblem } from '../json-text.ts';
 import {
   analyzeContacts,
   type ContactFields,
@@ -236,18 +237,11 @@ function checkRow(
 function rowErrors(body: Record<string, unknown>, check: RowCheck): FieldErrors | undefined {
   const errors: FieldErrors = {};
   if ('' in body) errors.row = ['has more values than the header names, or is not a JSON object'];
-  if (hasNul(body)) {
-    errors.row = [...(errors.row ?? []), 'must not contain NUL (\\u0000) characters'];
-  }
+  // NUL, a lone surrogate or a value nested past any contact body: what the database cannot store.
+  const problem = jsonTextProblem(body);
+  if (problem) errors.row = [...(errors.row ?? []), problem];
   if (errors.row) return errors;
   return check(body);
-}
-
-function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (Array.isArray(value)) return value.some(hasNul);
-  if (value && typeof value === 'object') return Object.entries(value).some(([key, v]) => key.includes('\u0000') || hasNul(v));
-  return false;
 }
 
 function matchKey(fields: ContactFields): string | undefined {

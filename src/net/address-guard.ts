@@ -10,8 +10,11 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  */
 
 // Loopback, private networks, link-local (cloud metadata services live at 169.254.169.254),
-// carrier-grade NAT, multicast, reserved and documentation ranges, and IPv6 forms that embed IPv4.
-// IPv4-mapped IPv6 is matched by the IPv4 rules.
+// carrier-grade NAT, multicast, reserved and documentation ranges, and IPv6 forms that embed IPv4:
+// IPv4-compatible (`::/96`, deprecated but still routed to the IPv4 address by some stacks:
+// `::7f00:1` is 127.0.0.1; it covers `::` and `::1` too), IPv4-translated (`::ffff:0:0:0/96`),
+// NAT64 (`64:ff9b::/96` and the local-use `64:ff9b:1::/48`) and 6to4. IPv4-mapped IPv6
+// (`::ffff:0:0/96`) is matched by the IPv4 rules.
 const PRIVATE = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8],
@@ -31,8 +34,10 @@ for (const [network, prefix] of [
   PRIVATE.addSubnet(network, prefix, 'ipv4');
 }
 for (const [network, prefix] of [
-  ['::', 127],
+  ['::', 96],
+  ['::ffff:0:0:0', 96],
   ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
   ['100::', 64],
   ['2001:db8::', 32],
   ['2002::', 16],

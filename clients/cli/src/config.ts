@@ -1,6 +1,6 @@
-import { chmod, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { CliError, type Io } from './output.ts';
 
 /**
@@ -81,10 +81,19 @@ export async function saveProfile(io: Io, name: string, changes: Partial<Profile
   config.profiles[name] = merged as Profile;
   if (makeDefault || !config.profiles[config.default_profile]) config.default_profile = name;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
-  await chmod(temporary, 0o600);
-  await rename(temporary, path);
+  // The new file is made in a directory of its own with a name nobody can guess (mkdtemp: 0700,
+  // created exclusively), and itself created exclusively ('wx': O_CREAT|O_EXCL, which never
+  // follows a symlink): nothing another user planted beside the configuration is written through.
+  // Then one rename puts it in place, in the same file system.
+  const scratch = await mkdtemp(join(dirname(path), `.${basename(path)}.`));
+  try {
+    const temporary = join(scratch, basename(path));
+    await writeFile(temporary, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+    await chmod(temporary, 0o600);
+    await rename(temporary, path);
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
   return path;
 }
 
