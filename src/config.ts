@@ -125,6 +125,12 @@ export interface InboundConfig {
   readonly forwardsPerDay: number;
   /** DNS servers (host or host:port) the SPF, DKIM and DMARC checks ask; empty: the system's. */
   readonly dnsServers: readonly string[];
+  /**
+   * The feedback loops whose reports count wherever they arrive, once authenticated: each an
+   * address (`staff@hotmail.com`), or a domain whose every address is the loop's, with its
+   * subdomains (`amazonses.com`). Lower case.
+   */
+  readonly feedbackLoops: readonly string[];
 }
 
 export interface WebhookConfig {
@@ -425,7 +431,29 @@ function inboundSettings(read: EnvReader, host: string): InboundConfig | undefin
     maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
     forwardsPerDay: read.integer('INBOUND_FORWARDS_PER_DAY', 20, 1, 100_000),
     dnsServers: Object.freeze(dnsServers(read)),
+    feedbackLoops: Object.freeze(feedbackLoops(read)),
   });
+}
+
+/**
+ * INBOUND_FEEDBACK_LOOPS, or the loops every sender meets: Microsoft's JMRP, Yahoo's and AOL's
+ * complaint feedback loops, and Amazon SES's feedback forwarding (its bounces and complaints come
+ * from amazonses.com, where no SES customer may send from). `none`: no loop at all.
+ */
+const FEEDBACK_LOOPS = ['staff@hotmail.com', 'feedback@arf.mail.yahoo.com', 'scomp@aol.net', 'amazonses.com'];
+
+function feedbackLoops(read: EnvReader): string[] {
+  const given = read.text('INBOUND_FEEDBACK_LOOPS');
+  if (given === undefined) return FEEDBACK_LOOPS;
+  if (given.trim().toLowerCase() === 'none') return [];
+  const loops = read.list('INBOUND_FEEDBACK_LOOPS').map((loop) => loop.toLowerCase());
+  for (const loop of loops) {
+    const at = loop.lastIndexOf('@');
+    if (!isDomain(loop.slice(at + 1)) || at === 0) {
+      read.problem(`INBOUND_FEEDBACK_LOOPS must list addresses or domain names, or be none (got "${loop}")`);
+    }
+  }
+  return loops;
 }
 
 /** INBOUND_DNS_SERVERS: addresses (IPv4, IPv6, either with a port) Node's resolver accepts. */

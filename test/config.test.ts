@@ -88,7 +88,13 @@ describe('configuration', () => {
       maxBytes: 10 * 1024 * 1024,
       forwardsPerDay: 20,
       dnsServers: [],
+      feedbackLoops: ['staff@hotmail.com', 'feedback@arf.mail.yahoo.com', 'scomp@aol.net', 'amazonses.com'],
     });
+    const loops = (value: string) => loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_FEEDBACK_LOOPS: value }).inbound?.feedbackLoops;
+    assert.deepEqual(loops('FBL@Loop.example, feedback.example'), ['fbl@loop.example', 'feedback.example']);
+    assert.deepEqual(loops('none'), []);
+    assert.throws(() => loops('not a loop'), /INBOUND_FEEDBACK_LOOPS must list addresses or domain names/);
+    assert.throws(() => loops('@loop.example'), /INBOUND_FEEDBACK_LOOPS/);
     assert.equal(config.mailPostalAddress, '1 Main St\nSpringfield');
     assert.equal(config.trackOpens, false, 'no open pixel by default (docs/decisions.md)');
     assert.equal(config.smtpRelay, 'other');

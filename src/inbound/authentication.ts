@@ -12,7 +12,9 @@ import type { ReplyAuthentication } from '../db/schema.ts';
  *
  * What Hopper does with the verdict (inbound-messages.ts): a reply whose DMARC fails is held —
  * stored, listed with its verdict, never forwarded to the agent (docs/inbound.md); every forward
- * carries the verdict in an Authentication-Results header of Hopper's own.
+ * carries the verdict in an Authentication-Results header of Hopper's own. A bounce or complaint
+ * that does not come from the null sender at a bounce address counts only when it comes,
+ * authenticated, from a known feedback loop (`feedbackLoopOf`, receiver.ts).
  */
 export type { DNSResolver };
 
@@ -31,13 +33,21 @@ export function dnsResolver(servers: readonly string[]): DNSResolver | undefined
   return (name, rrtype) => resolver.resolve(name, rrtype) as Promise<string[][] | string[]>;
 }
 
+/** What the checks said of one message: the verdict a reply keeps, and the domains that passed. */
+interface Verdict {
+  /** Kept with a reply (replies.authentication) and shown to the agent. */
+  stored: ReplyAuthentication;
+  /** The envelope sender's domain when SPF passed, and the domain (d=) of each DKIM signature that did. */
+  passed: readonly string[];
+}
+
 /** The verdict on one message as received; `authservId` names Hopper's receiver in the results. */
 export async function authenticateArrival(
   raw: Buffer,
   arrival: Arrival,
   authservId: string,
   resolver: DNSResolver | undefined,
-): Promise<ReplyAuthentication> {
+): Promise<Verdict> {
   let result: Awaited<ReturnType<typeof authenticate>>;
   try {
     result = await authenticate(raw, {
@@ -51,19 +61,47 @@ export async function authenticateArrival(
     });
   } catch {
     // A message mailauth cannot read at all: nothing is confirmed, and nothing failed either.
-    return { spf: 'temperror', dkim: 'temperror', dmarc: 'temperror', from_domain: null, results: `${authservId}; none` };
+    return {
+      stored: { spf: 'temperror', dkim: 'temperror', dmarc: 'temperror', from_domain: null, results: `${authservId}; none` },
+      passed: [],
+    };
   }
   const dkim = result.dkim.results ?? [];
   const dmarc = result.dmarc;
+  const passed = dkim.filter((r) => r.status?.result === 'pass' && r.signingDomain).map((r) => (r.signingDomain as string).toLowerCase());
+  if (result.spf && result.spf.status.result === 'pass' && result.spf.domain) passed.push(result.spf.domain.toLowerCase());
   return {
-    spf: result.spf ? result.spf.status.result : 'none',
-    // The best of the signatures: one that passes is enough for DKIM (DMARC judges alignment).
-    dkim: dkim.some((r) => r.status?.result === 'pass') ? 'pass' : (dkim[0]?.status?.result ?? 'none'),
-    // A From without one author domain cannot be judged (RFC 9989 5.3.1): treated as a failure.
-    dmarc: dmarc ? dmarc.status.result : result.dmarcSkipReason ? 'fail' : 'none',
-    from_domain: dmarc ? (dmarc.status.header?.from ?? null) : null,
-    results: authenticationResults(result.headers),
+    stored: {
+      spf: result.spf ? result.spf.status.result : 'none',
+      // The best of the signatures: one that passes is enough for DKIM (DMARC judges alignment).
+      dkim: dkim.some((r) => r.status?.result === 'pass') ? 'pass' : (dkim[0]?.status?.result ?? 'none'),
+      // A From without one author domain cannot be judged (RFC 9989 5.3.1): treated as a failure.
+      dmarc: dmarc ? dmarc.status.result : result.dmarcSkipReason ? 'fail' : 'none',
+      from_domain: dmarc ? (dmarc.status.header?.from ?? null) : null,
+      results: authenticationResults(result.headers),
+    },
+    passed,
   };
+}
+
+/**
+ * The feedback loop (INBOUND_FEEDBACK_LOOPS) a report comes from, authenticated, or undefined. Its
+ * From must be one address, the loop's own (`staff@hotmail.com`) or at the loop's domain (an
+ * address of `amazonses.com` or a subdomain); and that must be confirmed: DMARC passed for the
+ * From domain, or SPF (the envelope sender's domain) or a DKIM signature passed for a domain of
+ * the loop. A From anyone could write, or a loop's address sent from elsewhere, is no report of
+ * the loop's.
+ */
+export function feedbackLoopOf(from: readonly string[], verdict: Verdict, loops: readonly string[]): string | undefined {
+  if (from.length !== 1) return undefined;
+  const address = (from[0] as string).toLowerCase();
+  const fromDomain = address.slice(address.lastIndexOf('@') + 1);
+  const within = (domain: string, of: string) => domain === of || domain.endsWith(`.${of}`);
+  return loops.find((loop) => {
+    const domain = loop.slice(loop.lastIndexOf('@') + 1);
+    if (loop.includes('@') ? address !== loop : !within(fromDomain, domain)) return false;
+    return verdict.stored.dmarc === 'pass' || verdict.passed.some((passed) => within(passed, domain));
+  });
 }
 
 /**

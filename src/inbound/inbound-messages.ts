@@ -45,6 +45,11 @@ export interface ReceivedMessage {
   what: Meaning;
   /** SPF, DKIM and DMARC of a reply's sender (authentication.ts); undefined for what is no reply. */
   authentication: ReplyAuthentication | undefined;
+  /**
+   * A bounce or complaint counts (receiver.ts): from the null sender at the bounce address, or
+   * from a known feedback loop. One that does not is kept, and changes nothing.
+   */
+  honoured: boolean;
 }
 
 interface RecordDeps {
@@ -134,6 +139,7 @@ function dmarcFails(m: ReceivedMessage): boolean {
 function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
   const base = { deliveryId: m.deliveryId, occurredAt: now };
   const what = m.what;
+  if (!m.honoured && (what.kind === 'bounce' || what.kind === 'complaint')) return [];
   switch (what.kind) {
     case 'reply':
       // A forged reply (DMARC fails) is no answer from the contact: not counted either.
@@ -199,12 +205,13 @@ async function forward(
   const sender = await identity;
   const contact = mail.from?.value?.[0];
   const contactAddress = contact?.address || delivery.address;
-  const contactName = contact?.name || contactAddress;
+  const name = displayName(contact?.name ?? '');
+  const contactName = name || contactAddress;
   const host = new URL(config.publicUrl).hostname;
   const original = `<${delivery.message_kind}-${delivery.message_id}.${delivery.id}@${host}>`;
   const email = delivery.message_kind === 'templated_email' ? await findDeliveredEmail(db, delivery.id) : undefined;
   const answered = email ? subjectFor(email, email) : undefined;
-  const who = contact?.name ? `${contact.name} <${contactAddress}>` : contactAddress;
+  const who = name ? `${name} <${contactAddress}>` : contactAddress;
   const auth = m.authentication;
   const notes = [
     answered === undefined ? `${who} replied to your email.` : `${who} replied to your email “${answered}”.`,
@@ -220,7 +227,7 @@ async function forward(
     {
       messageId: `<reply-${replyId}@${host}>`,
       from: { name: `${contactName} via Hopper`, address: sender.from.address },
-      replyTo: { name: contact?.name ?? '', address: contactAddress },
+      replyTo: { name, address: contactAddress },
       envelope: { from: mailFromAddress(config.mailFrom) },
       to: sender.own.address,
       subject: mail.subject?.trim() ? mail.subject : answered ? `Re: ${answered}` : '(no subject)',
@@ -241,6 +248,33 @@ async function forward(
     },
     `reply-${replyId}`,
   );
+}
+
+/** Longest display name a forward shows: enough for any person's name, not for a paragraph. */
+const MAX_DISPLAY_NAME = 64;
+
+/**
+ * A sender's display name as the forward shows it, in its From (`<name> via Hopper`), Reply-To
+ * and first line: the name the sender chose is theirs to choose, so nothing in it may pass for an
+ * address or change how the line reads — a name `"CEO <ceo@bank.example>"` would put the bank's
+ * address in front of the agent. Angle-bracketed parts and words with an `@` are dropped, quotes
+ * and brackets removed, control and invisible formatting characters (bidirectional overrides,
+ * zero-width spaces) taken out, spaces collapsed, the length bounded. Empty when nothing is left:
+ * the sender's real address is shown instead.
+ */
+function displayName(raw: string): string {
+  const cleaned = raw
+    .normalize('NFKC')
+    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
+    .replace(/<[^>]*>?/g, ' ')
+    .split(/\s+/)
+    // NFKC has made the full-width and small commercial ats plain ones.
+    .filter((word) => !word.includes('@'))
+    .join(' ')
+    .replace(/["<>\\]/g, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return [...cleaned].slice(0, MAX_DISPLAY_NAME).join('').trim();
 }
 
 /** The email answered, then the thread the contact's message names (its References and In-Reply-To), at most 20 ids. */

@@ -9,7 +9,7 @@ import { GroupCommit } from '../db/group-commit.ts';
 import type { TrackingTokens } from '../email/tokens.ts';
 import type { MailTransport } from '../email/transport.ts';
 import type { Clock } from '../time.ts';
-import { type Arrival, authenticateArrival, type DNSResolver, dnsResolver } from './authentication.ts';
+import { type Arrival, authenticateArrival, type DNSResolver, dnsResolver, feedbackLoopOf } from './authentication.ts';
 import { classify, type InboundKind } from './classify.ts';
 import { type Meaning, type ReceivedMessage, recordReceived } from './inbound-messages.ts';
 
@@ -128,9 +128,9 @@ export async function startInboundReceiver(deps: InboundDeps): Promise<InboundRe
  * What a message means by the address it came to. Nothing that arrives at a bounce (`b-`) or
  * postmaster address is a person's reply to the agent: what is neither a bounce nor a complaint
  * there is kept like an automatic reply (listed, not counted, not forwarded). At a reply (`r-`)
- * address a bounce or a complaint is what it is, never a reply. A feedback report of type
- * `opt-out` unsubscribes; one of type `auth-failure` is about the sender's authentication and
- * leaves the contact as it is.
+ * address a bounce or a complaint is what it is, never a reply (whether it counts is decided by
+ * who sent it, in `accept`). A feedback report of type `opt-out` unsubscribes; one of type
+ * `auth-failure` is about the sender's authentication and leaves the contact as it is.
  */
 export function meaningOf(purpose: Purpose | 'postmaster', kind: InboundKind): Meaning | undefined {
   switch (kind.kind) {
@@ -145,6 +145,11 @@ export function meaningOf(purpose: Purpose | 'postmaster', kind: InboundKind): M
     case 'reply':
       return { kind: 'reply', autoReply: kind.autoReply || purpose !== 'reply' };
   }
+}
+
+/** A delivery report (a bounce) or a feedback report (a complaint, an ARF opt-out): what retires a contact. */
+function isReport(what: Meaning): boolean {
+  return what.kind === 'bounce' || what.kind === 'complaint';
 }
 
 /**
@@ -179,7 +184,7 @@ class InboundHandler {
   async accept(raw: Buffer, recipients: SMTPServerAddress[], arrival: Arrival): Promise<void> {
     const mail = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
     const messageId = (mail.messageId ?? `<sha256-${createHash('sha256').update(raw).digest('hex')}>`).slice(0, 998);
-    const received: Omit<ReceivedMessage, 'authentication'>[] = [];
+    const received: (Omit<ReceivedMessage, 'authentication' | 'honoured'> & { confirmed: boolean })[] = [];
     for (const recipient of recipients) {
       const target = readRecipient(recipient.address, this.#inbound, this.#deps.tokens);
       if (!target) continue;
@@ -190,14 +195,31 @@ class InboundHandler {
           ? ({ kind: 'unsubscribe' } as const)
           : meaningOf(target.purpose, classify(mail, { raw, nullSender: arrival.sender === '' }));
       if (!what) continue; // a success notice: nothing to record
-      received.push({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what });
+      // A bounce or a complaint from the null sender at the bounce (VERP) address is what a
+      // receiving server sends there; anywhere else (a reply address, postmaster, or from a
+      // sender) anyone can write one, and it counts only from a known feedback loop.
+      const confirmed = !isReport(what) || (target.purpose === 'bounce' && arrival.sender === '');
+      received.push({ recipient: recipient.address.toLowerCase(), messageId, deliveryId, mail, what, confirmed });
     }
-    // Who a person's reply really comes from decides whether it may reach the agent: checked once
-    // per message, before it is recorded (a DNS failure is a temperror, not a refusal).
-    const authentication = received.some((m) => m.what.kind === 'reply' && !m.what.autoReply)
+    // Who a person's reply really comes from decides whether it may reach the agent, and who a
+    // report comes from whether it counts: checked once per message, before it is recorded (a
+    // DNS failure is a temperror, not a refusal).
+    const verdict = received.some((m) => (m.what.kind === 'reply' && !m.what.autoReply) || !m.confirmed)
       ? await authenticateArrival(raw, arrival, this.#inbound.domain, this.#resolver)
       : undefined;
-    await Promise.all(received.map((m) => this.#received.add({ ...m, authentication })));
+    const from = (mail.from?.value ?? []).map((a) => a.address ?? '');
+    const loop = verdict && received.some((m) => !m.confirmed) ? feedbackLoopOf(from, verdict, this.#inbound.feedbackLoops) : undefined;
+    for (const m of received) {
+      if (!m.confirmed && !loop) {
+        this.#deps.log.info(
+          { recipient: m.recipient, kind: m.what.kind, sender: arrival.sender },
+          'a report neither from the null sender at a bounce address nor from a known feedback loop: kept, not counted',
+        );
+      }
+    }
+    await Promise.all(
+      received.map(({ confirmed, ...m }) => this.#received.add({ ...m, authentication: verdict?.stored, honoured: confirmed || !!loop })),
+    );
   }
 
   /** The delivery a report to postmaster is about: a signed address of ours in the returned message. */

@@ -181,7 +181,7 @@ describe('soft bounces over real SMTP', () => {
     assert.equal((await contact(person.id)).status, 'Subscribed');
   });
 
-  test('a bounce at a reply address is a bounce; a person’s message at a bounce address is not a reply', async () => {
+  test('a bounce at a reply address is kept and counts for nothing; a person’s message at a bounce address is not a reply', async () => {
     const people = await audience(s, 2);
     const email = await send(people);
     const [dead, other] = email.to as [(typeof email.to)[0], (typeof email.to)[0]];
@@ -212,8 +212,19 @@ describe('soft bounces over real SMTP', () => {
       messageId: `<p-${randomBytes(4).toString('hex')}@mail.example>`,
     });
     const reporting = (await readEmail(s, email.id)).reporting;
-    assert.deepEqual([reporting.reply, reporting.hard_bounce, reporting.bounce], [0, 1, 1]);
-    assert.equal((await contact(dead.contactId)).status, 'Inactive - Hard Bounce');
+    // Anyone the contact's reply reaches can write to the Reply-To address: a bounce there is
+    // kept as one, and only the bounce (VERP) address's counts (issue 36, finding 6).
+    assert.deepEqual([reporting.reply, reporting.hard_bounce, reporting.bounce], [0, 0, 0]);
+    assert.equal((await contact(dead.contactId)).status, 'Subscribed');
+    const stored = await s.t.database.db
+      .selectFrom('inbound_messages')
+      .select('kind')
+      .where('recipient', '=', dead.replyTo.toLowerCase())
+      .execute();
+    assert.deepEqual(
+      stored.map((m) => m.kind),
+      ['bounce'],
+    );
     assert.equal((await contact(other.contactId)).status, 'Subscribed');
     const kept = (await s.api.get(`/v3/templated_emails/${email.id}/replies`)).body;
     assert.equal(kept.meta.total, 1);
