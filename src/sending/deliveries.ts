@@ -6,7 +6,17 @@ import type { MessageKind } from '../messages/kinds.ts';
 import { COUNTERS, type Counter, countMoved, countMovedAsSent } from '../messages/reporting.ts';
 import { formatTimestamp } from '../time.ts';
 import { DELIVERY_FILTERS } from './delivery-listing.ts';
-import { CLAIMABLE_STATES, DELIVERY_STATES, ENGINE_STATES, FAILED_STATES, PENDING_STATES, rankSql, stateList } from './delivery-states.ts';
+import {
+  CLAIMABLE_STATES,
+  DELIVERY_STATES,
+  ENGINE_STATES,
+  ERROR_STATES,
+  FAILED_STATES,
+  HANDED_OVER_STATES,
+  PENDING_STATES,
+  rankSql,
+  stateList,
+} from './delivery-states.ts';
 
 /**
  * The delivery ledger: one row per message and contact (unique), moving through
@@ -448,7 +458,7 @@ export async function handedOverVoicemails(
     .where('d.message_kind', '=', 'voicemail_drop')
     .where('d.message_id', '=', dropId)
     .where('v.provider', '=', provider)
-    .where('d.state', 'in', ['sent', 'sending'])
+    .where('d.state', 'in', HANDED_OVER_STATES)
     .where('d.provider_message_id', 'is not', null)
     .orderBy('d.id')
     .execute();
@@ -543,7 +553,7 @@ export async function countDeliveryErrors(db: Db): Promise<{ kind: MessageKind; 
            COALESCE(outcome ->> 'source', CASE message_kind WHEN 'templated_email' THEN 'smtp' ELSE 'provider' END) AS source,
            COALESCE(outcome ->> 'classification', CASE state WHEN 'deferred' THEN 'deferred' ELSE 'unclassified' END) AS classification,
            count(*) AS n
-    FROM deliveries WHERE state IN ('failed', 'bounced', 'dropped', 'deferred') GROUP BY 1, 2, 3`.execute(db);
+    FROM deliveries WHERE state IN (${stateList(ERROR_STATES)}) GROUP BY 1, 2, 3`.execute(db);
   return rows.map((row) => ({ ...row, n: Number(row.n) }));
 }
 

@@ -40,6 +40,10 @@ export const FAILED_STATES = ['failed', 'bounced', 'dropped'] as const satisfies
 export const ENGINE_STATES = ['queued', 'sending'] as const satisfies readonly DeliveryState[];
 /** What a provider may still hold: tried with no answer yet (a lost reply), or being handed over. */
 export const MAYBE_WITH_PROVIDER_STATES = ['sending', 'deferred'] as const satisfies readonly DeliveryState[];
+/** Handed over, or being handed over: what a provider may hold under an id of its own (stopped when its message is). */
+export const HANDED_OVER_STATES = ['sent', 'sending'] as const satisfies readonly DeliveryState[];
+/** Given up, or waiting after a temporary failure: the errors `/metrics` counts by source and class. */
+export const ERROR_STATES = [...FAILED_STATES, 'deferred'] as const satisfies readonly DeliveryState[];
 
 export function stateRank(state: DeliveryState): number {
   return RANKS[state];
