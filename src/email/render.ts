@@ -32,7 +32,8 @@ type Person = Pick<ClaimedDelivery, 'first_name' | 'last_name'>;
 type Content = Pick<PreparedEmail, 'message' | 'signatureHtml'>;
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-function escapeHtml(text: string): string {
+/** Text as HTML that shows it as it is, in an element or an attribute's quotes. */
+export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
 }
 

@@ -2,7 +2,7 @@ import type { ParsedMail } from 'mailparser';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { DeliveryFacts, ReplyAuthentication } from '../db/schema.ts';
-import { subjectFor } from '../email/render.ts';
+import { escapeHtml, subjectFor } from '../email/render.ts';
 import { mailFromAddress, type SenderIdentity, senderIdentity } from '../email/sender-identity.ts';
 import { TRACKING_SOURCE } from '../email/tracking.ts';
 import type { MailTransport } from '../email/transport.ts';
@@ -285,7 +285,4 @@ function references(original: string, mail: ParsedMail): string[] {
       .join(' ')
       .match(/<[^<>\s]{1,250}>/g) ?? [];
   return [...new Set([original, ...named])].slice(0, 20);
-}
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
