@@ -45,8 +45,10 @@ const ones = (n: number) => ZERO + (Math.floor(n) % 10);
 
 /**
  * The clock every recorded time comes from (`ctx.clock()`): tests replace it. Waits do not: what
- * the job queue or a timer waits on is real time (`inRealTime`), since pg-boss compares a job's
- * `startAfter` with the database's own clock.
+ * the job queue, a timer, a deadline or a rate limit waits on is real time (`inRealTime`,
+ * `realTimeMs`), since pg-boss compares a job's `startAfter` with the database's own clock and a
+ * timer fires by the system's. This file is the only one that reads the system's clock
+ * (`npm run check:clock`).
  */
 export type Clock = () => Date;
 export const systemClock: Clock = () => new Date();
@@ -54,6 +56,11 @@ export const systemClock: Clock = () => new Date();
 /** The moment `ms` from now by the real clock: when a job should start, or a timer fire. */
 export function inRealTime(ms: number): Date {
   return new Date(Date.now() + ms);
+}
+
+/** Now by the real clock, in milliseconds since the epoch: for deadlines, waits and rate windows, never for a time Hopper records. */
+export function realTimeMs(): number {
+  return Date.now();
 }
 
 /** An IANA zone name the runtime knows, such as `America/New_York` or `UTC`. */

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config.ts';
+import { inRealTime } from './time.ts';
 
 /**
  * TLS 1.2 and 1.3 only, and for TLS 1.2 only forward-secret AEAD suites (AES-GCM, ChaCha20-Poly1305):
@@ -47,7 +48,8 @@ export async function loadTls(config: Config): Promise<TlsMaterial> {
     const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
     return { key, cert, certFile, generated: false };
   }
-  const now = new Date();
+  // The certificate is judged by its clients against the real clock, whatever a test's clock says.
+  const now = inRealTime(0);
   // Loaded only to make a certificate (once per DATA_DIR): it costs every other start 80 ms.
   const { generate } = await import('selfsigned');
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {

@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { type ConnectionUrlOptions, parseConnectionUrl } from 'nodemailer/lib/shared';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { realTimeMs } from '../time.ts';
 
 /**
  * A pool of SMTP connections that sends ready-made RFC 5322 text. The SMTP conversation (TLS,
@@ -170,7 +171,7 @@ export class SmtpPool {
     const limit = this.#options.rateLimit;
     if (limit <= 0) return;
     for (;;) {
-      const now = Date.now();
+      const now = realTimeMs();
       if (now - this.#windowStart >= 1000) {
         this.#windowStart = now;
         this.#windowCount = 0;

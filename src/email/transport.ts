@@ -5,6 +5,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Config } from '../config.ts';
 import type { DeliveryOutcome, HandOver } from '../sending/channel.ts';
+import type { Clock } from '../time.ts';
 import { classificationOf, failureReason, findStatus, isHardReason } from './bounce-reason.ts';
 import { composeMime } from './compose-mime.ts';
 import type { DkimSigner } from './dkim.ts';
@@ -59,7 +60,8 @@ function classifySmtpError(error: {
   return { kind: 'deferred', error: detail };
 }
 
-export function createMailTransport(config: Config): MailTransport {
+/** The transport of SMTP_URL, or the outbox; every message's Date header says `clock()`'s time. */
+export function createMailTransport(config: Config, clock: Clock): MailTransport {
   if (config.smtpUrl) {
     const pool = new SmtpPool({
       url: config.smtpUrl,
@@ -77,7 +79,8 @@ export function createMailTransport(config: Config): MailTransport {
     return {
       async send(email, _deliveryId, handOver) {
         try {
-          const { envelope, raw } = composeMime(email, new Date()) ?? (await composeWithNodemailer(email));
+          const date = clock();
+          const { envelope, raw } = composeMime(email, date) ?? (await composeWithNodemailer(email, date));
           await pool.send(envelope, await sign(raw, addressOf(email.from)), handOver);
           return { kind: 'sent', providerMessageId: email.messageId };
         } catch (error) {
@@ -85,7 +88,8 @@ export function createMailTransport(config: Config): MailTransport {
         }
       },
       async forward(email) {
-        const { envelope, raw } = composeMime(email, new Date()) ?? (await composeWithNodemailer(email));
+        const date = clock();
+        const { envelope, raw } = composeMime(email, date) ?? (await composeWithNodemailer(email, date));
         await pool.send(envelope, await sign(raw, addressOf(email.from)));
       },
       close: () => pool.close(),
@@ -97,7 +101,7 @@ export function createMailTransport(config: Config): MailTransport {
   const outbox = join(config.dataDir, 'outbox');
   const files = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   const write = async (email: OutgoingEmail, name: string) => {
-    const info = await files.sendMail(email);
+    const info = await files.sendMail({ ...email, date: clock() });
     await mkdir(outbox, { recursive: true });
     const target = join(outbox, `${name}.eml`);
     await writeFile(`${target}.tmp`, info.message as Buffer);
@@ -133,8 +137,8 @@ function addressOf(from: OutgoingEmail['from']): string {
  * MAIL_FROM) keeps the recipients of the headers: nodemailer alone would send it to no one ("No
  * recipients defined").
  */
-async function composeWithNodemailer(email: OutgoingEmail): Promise<{ envelope: { from: string; to: string[] }; raw: Buffer }> {
-  const mime = new MailComposer(email).compile();
+async function composeWithNodemailer(email: OutgoingEmail, date: Date): Promise<{ envelope: { from: string; to: string[] }; raw: Buffer }> {
+  const mime = new MailComposer({ ...email, date }).compile();
   const { from, to } = mime.getEnvelope();
   const recipients = to.length > 0 || !email.envelope ? to : new MailComposer({ ...email, envelope: undefined }).compile().getEnvelope().to;
   return { envelope: { from: from || '', to: recipients }, raw: await mime.build() };

@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
+import { realTimeMs } from '../time.ts';
 import { DatabaseStorage } from './blob-store.ts';
 import { openS3Storage } from './s3-store.ts';
 import type { ByteRange, MediaStorage } from './store.ts';
@@ -134,7 +135,7 @@ export async function removeStaleFiles(dir: string, olderThanMs = STALE_AFTER_MS
   } catch {
     return;
   }
-  const cutoff = Date.now() - olderThanMs;
+  const cutoff = realTimeMs() - olderThanMs;
   for (const name of names) {
     const path = join(dir, name);
     const info = await stat(path).catch(() => undefined);

@@ -5,7 +5,7 @@ import { failureLevel, whileDatabaseAway } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-tables.ts';
-import type { Clock } from '../time.ts';
+import { type Clock, realTimeMs } from '../time.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
 import { LeaseKeeper } from './leases.ts';
@@ -131,7 +131,7 @@ export class SendingEngine {
   }
 
   async handleDeliver<K extends MessageKind>(job: DeliverJob<K>): Promise<void> {
-    const state: DeliverState = { started: Date.now(), prepared: undefined, preparedFor: undefined };
+    const state: DeliverState = { started: realTimeMs(), prepared: undefined, preparedFor: undefined };
     // While the database is out of reach this job pauses and tries again, keeping its place (its
     // claims were recorded or kept by sendBatch); anything else fails the job (retried).
     const paused = (error: unknown) =>
@@ -169,7 +169,7 @@ export class SendingEngine {
       );
       return 'done';
     }
-    if (Date.now() - state.started > this.#settings.maxJobMs) {
+    if (realTimeMs() - state.started > this.#settings.maxJobMs) {
       await this.#deps.queue.requestDelivery(job);
       return 'done';
     }

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { SmtpPool } from '../../src/email/smtp-pool.ts';
 import { createMailTransport } from '../../src/email/transport.ts';
+import { systemClock } from '../../src/time.ts';
 import {
   audience,
   createEmail,
@@ -283,6 +287,7 @@ describe('mail transport: addresses the fast path does not compose', () => {
     const sink = await startSmtpSink();
     const transport = createMailTransport(
       loadConfig({ SMTP_URL: sink.url, PUBLIC_URL: 'https://hopper.test', MAIL_FROM: 'Hopper <mail@hopper.test>', DATA_DIR: '/tmp' }),
+      systemClock,
     );
     try {
       for (const [i, [to, accepted, smtpUtf8]] of [
@@ -314,6 +319,41 @@ describe('mail transport: addresses the fast path does not compose', () => {
     } finally {
       transport.close();
       await sink.close();
+    }
+  });
+
+  test("every message's Date header is the clock's: composed here or by nodemailer, sent, forwarded or written to the outbox", async () => {
+    const clock = () => new Date('2030-01-01T00:00:00Z');
+    const stamped = /^Date: Tue, 01 Jan 2030 00:00:00 \+0000$/m;
+    const email = (to: string, n: number) => ({
+      messageId: `<clock-${n}@hopper.test>`,
+      from: 'jane@hopper.test',
+      to,
+      subject: 'Hello',
+      text: 'Hello',
+      html: '<p>Hello</p>',
+    });
+    const sink = await startSmtpSink();
+    const settings = { PUBLIC_URL: 'https://hopper.test', MAIL_FROM: 'Hopper <mail@hopper.test>' };
+    const smtp = createMailTransport(loadConfig({ ...settings, SMTP_URL: sink.url, DATA_DIR: '/tmp' }), clock);
+    const dataDir = await mkdtemp(join(tmpdir(), 'hopper-outbox-'));
+    const outbox = createMailTransport(loadConfig({ ...settings, DATA_DIR: dataDir }), clock);
+    try {
+      // A plain address takes compose-mime.ts's path; a UTF-8 one nodemailer's.
+      assert.equal((await smtp.send(email('ann@client.example', 1), 1)).kind, 'sent');
+      assert.equal((await smtp.send(email('josé@correo.example', 2), 2)).kind, 'sent');
+      await smtp.forward(email('ann@client.example', 3), 'forward');
+      for (const n of [1, 2, 3]) {
+        const message = sink.messages.find((m) => m.messageId === `<clock-${n}@hopper.test>`);
+        assert.match(message?.raw ?? '', stamped, `message ${n}`);
+      }
+      await outbox.send(email('ann@client.example', 4), 4);
+      assert.match(await readFile(join(dataDir, 'outbox/4.eml'), 'utf8'), stamped);
+    } finally {
+      smtp.close();
+      outbox.close();
+      await sink.close();
+      await rm(dataDir, { recursive: true, force: true });
     }
   });
 });

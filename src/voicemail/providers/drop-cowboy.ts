@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { DropCowboyConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
-import type { Clock } from '../../time.ts';
+import { type Clock, realTimeMs } from '../../time.ts';
 import { type DropSubmission, describeFetchError, type SubmitOutcome, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
 import { ensureSubmission, freezeRequestBody, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
 
@@ -70,7 +70,7 @@ export function dropCowboyAdapter(
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
-    const retryAfterMs = response.status === 429 ? retryAfter(response.headers.get('retry-after'), Date.now()) : undefined;
+    const retryAfterMs = response.status === 429 ? retryAfter(response.headers.get('retry-after'), realTimeMs()) : undefined;
     if (response.status === 429) {
       pace.slowDown(retryAfterMs);
       log.warn({ path, retryAfterMs }, 'Drop Cowboy answered 429: the account slows down');
@@ -229,13 +229,13 @@ class AccountPace {
 
   /** How long the next request would wait for its turn. */
   waitMs(): number {
-    return Math.max(0, Math.max(this.#resumeAt, this.#nextAt) - Date.now());
+    return Math.max(0, Math.max(this.#resumeAt, this.#nextAt) - realTimeMs());
   }
 
   /** Waits for this request's turn. */
   async turn(): Promise<void> {
     for (;;) {
-      const now = Date.now();
+      const now = realTimeMs();
       const at = Math.max(this.#resumeAt, this.#nextAt);
       if (at <= now) {
         this.#nextAt = now + this.#spacingMs;
@@ -246,7 +246,7 @@ class AccountPace {
   }
 
   slowDown(retryAfterMs: number | undefined): void {
-    this.#resumeAt = Math.max(this.#resumeAt, Date.now() + (retryAfterMs ?? DEFAULT_RETRY_AFTER_MS));
+    this.#resumeAt = Math.max(this.#resumeAt, realTimeMs() + (retryAfterMs ?? DEFAULT_RETRY_AFTER_MS));
     this.#spacingMs = Math.min(MAX_SPACING_MS, this.#spacingMs === 0 ? 100 : this.#spacingMs * 2);
   }
 
