@@ -34,6 +34,7 @@ import * as mediaBlobs from './migrations/0034-media-blobs.ts';
 import * as inlinableWebhookEndpoints from './migrations/0035-inlinable-webhook-endpoints.ts';
 import * as statusCounts from './migrations/0036-status-counts.ts';
 import * as schemaChannels from './migrations/0037-schema-channels.ts';
+import * as webhookMakerRights from './migrations/0038-webhook-maker-rights.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -71,6 +72,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0035-inlinable-webhook-endpoints': inlinableWebhookEndpoints,
   '0036-status-counts': statusCounts,
   '0037-schema-channels': schemaChannels,
+  '0038-webhook-maker-rights': webhookMakerRights,
 };
 
 /**

@@ -33,6 +33,14 @@ function allows(principal: Principal, target: UserRef, strength: 'read' | 'manag
   return strength === 'read' ? rank <= principal.rank : rank < principal.rank;
 }
 
+/**
+ * A user's own rights, with nobody asking: what an endpoint they made may hear (webhooks), checked
+ * with the same rule as a request of theirs would be.
+ */
+export function rightsOf(user: UserRef): Principal {
+  return { userId: user.id, teamId: user.team_id, rank: rankOf(user.roles), keyId: null };
+}
+
 function canReach(principal: Principal, target: UserRef): boolean {
   return allows(principal, target, 'read');
 }

@@ -1,12 +1,14 @@
-import { sql } from 'kysely';
+import { expressionBuilder, sql } from 'kysely';
 import { Type } from 'typebox';
 import { toApiContact } from '../contacts/contacts.ts';
 import { tagNamesByContact } from '../contacts/tags.ts';
 import { channelOfSession } from '../db/channels.ts';
 import type { Db } from '../db/database.ts';
-import type { ContactRow, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
+import type { UserRef } from '../db/owned-rows.ts';
+import type { ContactRow, Database, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { toApiTemplatedEmail } from '../email/templated-emails.ts';
+import { type Principal, reachableUsers, rightsOf } from '../identity/access.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { MESSAGE_KINDS } from '../messages/kinds.ts';
 import { findDrop, findEmail, messageCorrelations } from '../messages/message-tables.ts';
@@ -69,8 +71,12 @@ export const WEBHOOK_DELIVERY_FILTERS: Filters = {
 /** The `webhook-id` of an event. */
 export const webhookId = (uid: string) => `msg_${uid.replace(/-/g, '')}`;
 
-/** One page of an endpoint's deliveries, newest first in id order as every listing, with their attempts. */
-export async function searchWebhookDeliveries(db: Db, endpointId: number, params: SearchParams) {
+/**
+ * One page of an endpoint's deliveries, newest first in id order as every listing, with their
+ * attempts: those of events whose user `reader` may read now (the access rule), so that an
+ * endpoint's past deliveries show its maker nothing it could not read directly.
+ */
+export async function searchWebhookDeliveries(db: Db, endpointId: number, params: SearchParams, reader: Principal) {
   const query = db
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
@@ -86,7 +92,8 @@ export async function searchWebhookDeliveries(db: Db, endpointId: number, params
       'e.uid',
       'e.type',
     ])
-    .where('d.endpoint_id', '=', endpointId);
+    .where('d.endpoint_id', '=', endpointId)
+    .where((eb) => eb('e.user_id', 'in', eb.selectFrom('users').select('users.id').where(reachableUsers(reader))));
   const result = await runSearch(query, WEBHOOK_DELIVERY_FILTERS, params, 'd.id');
   const ids = result.rows.map((r) => r.id);
   const attempts =
@@ -139,9 +146,15 @@ export interface ClaimedWebhook {
   payload: string | null;
 }
 
+/** Why a delivery was given up unsent: its event's user is no longer one the endpoint hears. */
+const WITHHELD = "Not sent: the endpoint's maker may no longer read this user's events (their role or team changed since it was queued).";
+
 /**
  * Claims up to `limit` of an endpoint's due deliveries for this worker, with a lease: oldest due
  * first, then claims a dead worker left behind (lease run out). Rows another worker holds are skipped.
+ * A delivery whose event the endpoint no longer hears (`webhook_endpoints_for`, the maker's rights
+ * now: migration 0038) is given up instead, unsent (`WITHHELD`); the events about the endpoint
+ * itself (`webhook.test`, `endpoint.disabled`) are its maker's own.
  */
 export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: number, now: Date, leaseMs: number) {
   const lease = new Date(now.getTime() + leaseMs);
@@ -161,14 +174,23 @@ export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: 
       LIMIT (SELECT n FROM room) FOR UPDATE SKIP LOCKED
     ), picked AS (
       SELECT id FROM (SELECT id FROM abandoned UNION ALL SELECT id FROM fresh) due ORDER BY id LIMIT (SELECT n FROM room)
+    ), judged AS (
+      SELECT p.id, e.resource = 'webhook' OR EXISTS (SELECT 1 FROM webhook_endpoints_for(e.user_id) w WHERE w.id = ${endpointId}) AS heard
+      FROM picked p JOIN webhook_deliveries d ON d.id = p.id JOIN webhook_events e ON e.id = d.event_id
     ), claimed AS (
       UPDATE webhook_deliveries d
-      SET state = 'sending', attempts = d.attempts + 1, lease_until = ${lease}, updated_at = ${now}
-      FROM picked WHERE d.id = picked.id
-      RETURNING d.id, d.attempts, d.created_at, d.event_id
+      SET state = CASE WHEN j.heard THEN 'sending' ELSE 'failed' END,
+          attempts = CASE WHEN j.heard THEN d.attempts + 1 ELSE d.attempts END,
+          lease_until = CASE WHEN j.heard THEN ${lease}::timestamptz END,
+          next_attempt_at = CASE WHEN j.heard THEN d.next_attempt_at END,
+          last_error = CASE WHEN j.heard THEN d.last_error ELSE ${WITHHELD} END,
+          updated_at = ${now}
+      FROM judged j WHERE d.id = j.id
+      RETURNING d.id, d.attempts, d.created_at, d.event_id, j.heard
     )
-    SELECT c.*, e.uid, e.type, e.resource, e.resource_id, e.user_id, e.occurred_at, e.snapshot, e.payload
+    SELECT c.id, c.attempts, c.created_at, c.event_id, e.uid, e.type, e.resource, e.resource_id, e.user_id, e.occurred_at, e.snapshot, e.payload
     FROM claimed c JOIN webhook_events e ON e.id = c.event_id
+    WHERE c.heard
     ORDER BY c.id`.execute(db);
   return rows.map((r) => ({ ...r, id: Number(r.id), event_id: Number(r.event_id), occurred_at: new Date(r.occurred_at) }));
 }
@@ -516,9 +538,12 @@ export async function searchWebhookEvents(
   return { ...result, rows };
 }
 
-/** One delivery of an endpoint with its attempts and the body it posts; undefined if the endpoint has no such delivery. */
-export async function findWebhookDelivery(db: Db, endpoint: Pick<WebhookEndpointRow, 'id' | 'url'>, deliveryId: number) {
-  const found = await searchWebhookDeliveries(db, endpoint.id, { page: 1, per_page: 1, id: [deliveryId] });
+/**
+ * One delivery of an endpoint with its attempts and the body it posts; undefined if the endpoint
+ * has no such delivery, or its event is of a user `reader` may not read.
+ */
+export async function findWebhookDelivery(db: Db, endpoint: Pick<WebhookEndpointRow, 'id' | 'url'>, deliveryId: number, reader: Principal) {
+  const found = await searchWebhookDeliveries(db, endpoint.id, { page: 1, per_page: 1, id: [deliveryId] }, reader);
   const delivery = found.rows[0];
   if (!delivery) return undefined;
   const event = await db
@@ -538,25 +563,29 @@ export async function findWebhookDelivery(db: Db, endpoint: Pick<WebhookEndpoint
 const RESEND_LIMIT = 10_000;
 
 /**
- * Queues events of the endpoint's user again for this endpoint, due now: one event (any type), or
- * every event since a time that the endpoint subscribes to. A delivery it already has goes back to
- * `pending` with its retry window started anew (one being sent is left alone); an event it never
- * had (it was disabled, or subscribed later) gets a delivery. Oldest first, RESEND_LIMIT at most:
- * `next_since` is where to go on from when there were more.
+ * Queues events again for this endpoint, due now: one event (any type), or every event since a
+ * time that the endpoint subscribes to — of the users it hears (its maker; its team's members;
+ * everyone) whom its maker may read now (`maker`, as the access rule reads them: migration 0038
+ * writes the same for the fan-out). A delivery it already has goes back to `pending` with its
+ * retry window started anew (one being sent is left alone); an event it never had (it was
+ * disabled, or subscribed later) gets a delivery. Oldest first, RESEND_LIMIT at most: `next_since`
+ * is where to go on from when there were more.
  */
 export async function resendWebhookEvents(
   db: Db,
   endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id' | 'events' | 'scope' | 'team_id'>,
+  maker: UserRef,
   which: { eventId: number } | { since: Date; until?: Date | undefined },
   now: Date,
 ): Promise<{ queued: number; next_since: string | null }> {
-  // Whose events the endpoint hears: its user's, its team members', or everyone's.
-  const heard =
-    endpoint.scope === 'service'
-      ? sql`true`
-      : endpoint.scope === 'team'
-        ? sql`user_id IN (SELECT id FROM users WHERE team_id = ${endpoint.team_id})`
-        : sql`user_id = ${endpoint.user_id}`;
+  // A sub-select of the statement below (the users the endpoint hears), not a statement of its own.
+  let users = expressionBuilder<Database>()
+    .selectFrom('users')
+    .select('id')
+    .where(reachableUsers(rightsOf(maker)));
+  if (endpoint.scope === 'user') users = users.where('id', '=', endpoint.user_id);
+  if (endpoint.scope === 'team') users = users.where('team_id', '=', endpoint.team_id);
+  const heard = sql`user_id IN (${users})`;
   const picked =
     'eventId' in which
       ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND ${heard}`

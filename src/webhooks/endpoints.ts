@@ -1,11 +1,12 @@
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
-import { findOwnedRow } from '../db/owned-rows.ts';
+import { findOwnedRow, type UserRef } from '../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
-import { RANK } from '../identity/roles.ts';
+import type { Principal } from '../identity/access.ts';
+import { RANK, rankOf } from '../identity/roles.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
 import { formatTimestamp } from '../time.ts';
@@ -128,27 +129,30 @@ function checkFields(body: UpdateBody, rules: UrlRules): void {
 
 /**
  * A team endpoint hears the owner's team: made by a Team Administrator of that team (or an
- * Administrator) for a user of it; a service endpoint only by an Administrator.
+ * Administrator) for a user of it; a service endpoint only by an Administrator. The owner must
+ * hold the same rights, since an endpoint hears only what its owner may read (migration 0038):
+ * one for a User would hear that User alone.
  */
-function teamOf(scope: CreateBody['scope'], creator: Creator, owner: { team_id: number | null }): number | null {
+function teamOf(scope: CreateBody['scope'], creator: Creator, owner: UserRef): number | null {
   if (scope === 'service' && creator.rank < RANK.Administrator) {
     throw new DomainError('forbidden', 'Only an Administrator may make a service-wide webhook endpoint.');
+  }
+  if (scope === 'service' && rankOf(owner.roles) < RANK.Administrator) {
+    throw validationError({ scope: [`a service endpoint belongs to an Administrator; user ${owner.id} is not one`] });
   }
   if (scope !== 'team') return null;
   if (owner.team_id === null) throw validationError({ scope: ['the user is in no team'] });
   const ofTheTeam = creator.rank >= RANK.Administrator || (creator.rank >= RANK['Team Administrator'] && creator.teamId === owner.team_id);
   if (!ofTheTeam) throw new DomainError('forbidden', "Only the team's Team Administrators may make a team webhook endpoint.");
+  if (rankOf(owner.roles) < RANK['Team Administrator']) {
+    throw validationError({
+      scope: [`a team endpoint belongs to a Team Administrator of the team or an Administrator; user ${owner.id} is neither`],
+    });
+  }
   return owner.team_id;
 }
 
-export async function createWebhookEndpoint(
-  db: Db,
-  owner: { id: number; team_id: number | null },
-  creator: Creator,
-  body: CreateBody,
-  rules: UrlRules,
-  now: Date,
-) {
+export async function createWebhookEndpoint(db: Db, owner: UserRef, creator: Creator, body: CreateBody, rules: UrlRules, now: Date) {
   checkFields(body, rules);
   const userId = owner.id;
   const teamId = teamOf(body.scope, creator, owner);
@@ -306,17 +310,21 @@ export async function pauseEndpoint(db: Db, endpointId: number, until: Date): Pr
     WHERE id = ${endpointId}`.execute(db);
 }
 
-/** One of the endpoint's deliveries, with its attempts and what it posts. */
-export async function webhookDeliveryOf(db: Db, endpoint: WebhookEndpointRow, deliveryId: number) {
-  const delivery = await findWebhookDelivery(db, endpoint, deliveryId);
+/** One of the endpoint's deliveries, with its attempts and what it posts, if `reader` may read its event's user. */
+export async function webhookDeliveryOf(db: Db, endpoint: WebhookEndpointRow, deliveryId: number, reader: Principal) {
+  const delivery = await findWebhookDelivery(db, endpoint, deliveryId, reader);
   if (!delivery) throw notFound('Webhook delivery', deliveryId);
   return delivery;
 }
 
-/** `POST /v3/webhooks/{id}/resend`: one event, or every event since a time (docs/webhooks.md, "Recovery"). */
+/**
+ * `POST /v3/webhooks/{id}/resend`: one event, or every event since a time (docs/webhooks.md,
+ * "Recovery"), of the users the endpoint's maker (`maker`, its owner as it is now) may read.
+ */
 export async function resendToEndpoint(
   db: Db,
   endpoint: WebhookEndpointRow,
+  maker: UserRef,
   body: { event_id?: number; since?: string; until?: string },
   now: Date,
 ) {
@@ -329,9 +337,9 @@ export async function resendToEndpoint(
   if (!endpoint.enabled) errors.enabled = ['the endpoint is disabled; enable it first (that resends what is pending)'];
   throwIfAny(errors);
   if (body.event_id !== undefined) {
-    const result = await resendWebhookEvents(db, endpoint, { eventId: body.event_id }, now);
+    const result = await resendWebhookEvents(db, endpoint, maker, { eventId: body.event_id }, now);
     if (result.queued === 0) throw notFound('Webhook event', body.event_id);
     return result;
   }
-  return resendWebhookEvents(db, endpoint, { since: since as Date, until }, now);
+  return resendWebhookEvents(db, endpoint, maker, { since: since as Date, until }, now);
 }

@@ -36,8 +36,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
   const tags = ['Webhooks'];
   const errors = problems(...AUTHENTICATED_ERRORS);
   const rules = { allowHttp: config.webhooks.allowHttp, allowPrivate: config.webhooks.allowPrivate };
-  const reachable = async (principal: Principal, id: number) =>
-    requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id).row;
+  const found = async (principal: Principal, id: number) => requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id);
+  const reachable = async (principal: Principal, id: number) => (await found(principal, id)).row;
 
   app.get(
     '/users/:user_id/webhooks',
@@ -160,7 +160,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
     },
     async (request) => {
       const endpoint = await reachable(request.principal, request.params.id);
-      return envelope(await searchWebhookDeliveries(db, endpoint.id, request.query), (row) => row, request, config.publicUrl);
+      const page = await searchWebhookDeliveries(db, endpoint.id, request.query, request.principal);
+      return envelope(page, (row) => row, request, config.publicUrl);
     },
   );
 
@@ -174,7 +175,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
         response: { 200: WebhookDeliveryDetail, ...errors },
       },
     },
-    async (request) => webhookDeliveryOf(db, await reachable(request.principal, request.params.id), request.params.delivery_id),
+    async (request) =>
+      webhookDeliveryOf(db, await reachable(request.principal, request.params.id), request.params.delivery_id, request.principal),
   );
 
   app.get(
@@ -213,8 +215,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       },
     },
     async (request, reply) => {
-      const endpoint = await reachable(request.principal, request.params.id);
-      return reply.code(202).send(await resendToEndpoint(db, endpoint, request.body, clock()));
+      const { row, owner } = await found(request.principal, request.params.id);
+      return reply.code(202).send(await resendToEndpoint(db, row, owner, request.body, clock()));
     },
   );
 };
