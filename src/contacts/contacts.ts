@@ -35,6 +35,33 @@ const EMAIL_REASONS = {
  */
 const LIFTABLE_EMAIL_REASONS = ['hard_bounce', 'repeated_soft_bounce', 'invalid_address'] as const;
 
+/** What a suppression the owner set through the API or an import says (and it names no delivery). */
+const SET_BY_OWNER = 'Set by the owner';
+
+/** The statuses that say the person said no, when the owner did not set them. */
+const PERSONS_STATUSES: readonly ContactStatus[] = ['Unsubscribed', 'Inactive - Spam Complaint'];
+
+/**
+ * Whether a contact's email is stopped by the person's own word: an unsubscribe or a complaint
+ * that came from them (a link, a mailed unsubscribe, a feedback loop, a relay's report), or from
+ * before suppressions were recorded (nobody can tell whose it was). No owner's write changes it;
+ * migration 0039's `contact_persons_word` is the same rule in SQL, and its triggers keep it.
+ */
+function isPersonsWord(status: ContactStatus, suppression: Suppression | null): boolean {
+  if (!PERSONS_STATUSES.includes(status)) return false;
+  return !(suppression?.description === SET_BY_OWNER && suppression.delivery_id === null);
+}
+
+/** The refusal of a write that would change what the person said: a 409 naming when and how. */
+function personsWordRefused(who: string, status: ContactStatus, suppression: Suppression | null): DomainError {
+  const said = status === 'Unsubscribed' ? 'unsubscribed' : 'complained of spam';
+  const how = [suppression?.delivery_id ? `through delivery ${suppression.delivery_id}` : '', suppression?.at ? `on ${suppression.at}` : '']
+    .filter(Boolean)
+    .join(' ');
+  const why = `${said}${how ? ` ${how}` : ''}: that is the person's own word, which only they can undo`;
+  return new DomainError('conflict', `${who} ${why}.`, { status: [`cannot be changed from ${status}: the person ${why}`] });
+}
+
 const SuppressionSchema = Type.Object(
   {
     reason: Type.String({ description: "Why: one of the channel's classifications (docs/outcomes.md), e.g. hard_bounce, landline" }),
@@ -84,7 +111,11 @@ export const ContactBody = WritableBody(
         Type.String({ maxLength: 32, description: 'US/Canada number; punctuation and +1 accepted', examples: ['(727) 232-9117'] }),
       ),
       time_zone: Nullable(Type.String({ maxLength: 64, description: 'IANA time zone, e.g. America/New_York' })),
-      status: StringEnum(CONTACT_STATUSES),
+      status: StringEnum(CONTACT_STATUSES, {
+        description:
+          'Only Subscribed contacts are sent to. A contact who unsubscribed or complained themselves keeps that status: ' +
+          "changing it is a 409 (the person's own word, which only they can undo), and a contact given their address takes it.",
+      }),
       external_id: Nullable(
         Type.String({
           minLength: 1,
@@ -125,10 +156,12 @@ export function contactChanges(body: ContactInput, now: Date, current?: ContactR
   if (body.email !== undefined) fields.email = body.email;
   if (body.external_id !== undefined) fields.external_id = body.external_id;
   if (body.status !== undefined && body.status !== current?.status) {
+    if (current && isPersonsWord(current.status, current.email_suppression)) {
+      throw personsWordRefused(`Contact ${current.id}`, current.status, current.email_suppression);
+    }
     fields.status = body.status;
     // The owner's own word: why the address no longer receives, or nothing once it does again.
-    fields.email_suppression =
-      body.status === 'Subscribed' ? null : JSON.stringify(emailSuppression(body.status, now, null, 'Set by the owner'));
+    fields.email_suppression = body.status === 'Subscribed' ? null : JSON.stringify(emailSuppression(body.status, now, null, SET_BY_OWNER));
   }
   if (body.phone !== undefined) {
     const phone = body.phone === null ? null : normalizeNanpPhone(body.phone);
@@ -306,6 +339,7 @@ async function writingAddress<T>(db: Db, userId: number, email: string, write: (
  */
 export async function createContact(db: Db, userId: number, body: ContactInput, now: Date) {
   const { fields, tags = [] } = contactChanges(body, now);
+  await refuseOverOptOut(db, userId, fields.email, body.status);
   const insert = (trx: Db) =>
     trx
       .insertInto('contacts')
@@ -335,6 +369,9 @@ export async function createContact(db: Db, userId: number, body: ContactInput, 
  */
 export async function updateContact(db: Db, contact: ContactRow, body: ContactInput, now: Date) {
   const { fields, tags } = contactChanges(body, now, contact);
+  if (fields.email && fields.email.toLowerCase() !== contact.email?.toLowerCase()) {
+    await refuseOverOptOut(db, contact.user_id, fields.email, body.status ?? undefined);
+  }
   const update = () =>
     db.transaction().execute(async (trx) => {
       const row = await trx
@@ -365,6 +402,31 @@ export async function updateContact(db: Db, contact: ContactRow, body: ContactIn
       }),
     ),
   );
+}
+
+/**
+ * A write that gives a contact an address whose person said no (email_opt_outs) takes their word
+ * (migration 0039's trigger); one that asks for another status outright is refused, saying why.
+ */
+async function refuseOverOptOut(db: Db, userId: number, email: string | null | undefined, status: ContactStatus | undefined) {
+  if (!email || status === undefined) return;
+  const word = (await optOutsOf(db, userId, [email])).get(email.toLowerCase());
+  if (word && word.status !== status) throw personsWordRefused(`The person at ${email}`, word.status, word.suppression);
+}
+
+/** The person's word kept for each of these addresses that has one, by address in lower case. */
+async function optOutsOf(db: Db, userId: number, emails: readonly string[]) {
+  const rows = await db
+    .selectFrom('email_opt_outs')
+    .select(['email_key', 'status', 'suppression'])
+    .where('user_id', '=', userId)
+    .where(
+      'email_key',
+      'in',
+      emails.map((email) => email.toLowerCase()),
+    )
+    .execute();
+  return new Map(rows.map((row) => [row.email_key, { status: row.status as ContactStatus, suppression: row.suppression }]));
 }
 
 /**
@@ -401,8 +463,10 @@ export interface ContactChange {
 /**
  * What delivery outcomes make of contacts: an email becomes `status` (a hard bounce, a complaint,
  * an unsubscribe) if it is still Subscribed, with its suppression — one who unsubscribed,
- * complained or bounced stays so; a phone number is suppressed (a landline, a DNC hit) if it is
- * not already. Locked in id order, so that concurrent batches never deadlock.
+ * complained or bounced stays so; but the person's own word (an unsubscribe, a complaint) also
+ * replaces what the owner set or a verdict on the address (a hard bounce), which an owner could
+ * lift, and is then kept. A phone number is suppressed (a landline, a DNC hit) if it is not
+ * already. Locked in id order, so that concurrent batches never deadlock.
  */
 export async function changeContactsByOutcome(db: Db, changes: readonly ContactChange[], now: Date): Promise<void> {
   if (changes.length === 0) return;
@@ -422,19 +486,22 @@ export async function changeContactsByOutcome(db: Db, changes: readonly ContactC
           } satisfies Suppression)
         : null,
     }));
+  // Whether the email's status moves: from Subscribed, or to the person's word from anything else.
+  const moves = sql`x.status IS NOT NULL AND (c.status = 'Subscribed' OR (contact_persons_word(x.status, x.email_suppression)
+    AND NOT contact_persons_word(c.status, c.email_suppression)))`;
   await sql`
     WITH x AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(ordered)}::jsonb)
         AS x(contact_id bigint, user_id bigint, status text, email_suppression jsonb, phone_suppression jsonb)
     ), locked AS (
       SELECT c.id FROM contacts c JOIN x ON x.contact_id = c.id AND x.user_id = c.user_id
-      WHERE (x.status IS NOT NULL AND c.status = 'Subscribed') OR (x.phone_suppression IS NOT NULL AND c.phone_suppression IS NULL)
+      WHERE (${moves}) OR (x.phone_suppression IS NOT NULL AND c.phone_suppression IS NULL)
       ORDER BY c.id
       FOR NO KEY UPDATE OF c
     )
     UPDATE contacts c
-    SET status = CASE WHEN x.status IS NOT NULL AND c.status = 'Subscribed' THEN x.status ELSE c.status END,
-        email_suppression = CASE WHEN x.status IS NOT NULL AND c.status = 'Subscribed' THEN x.email_suppression ELSE c.email_suppression END,
+    SET status = CASE WHEN ${moves} THEN x.status ELSE c.status END,
+        email_suppression = CASE WHEN ${moves} THEN x.email_suppression ELSE c.email_suppression END,
         phone_suppression = coalesce(c.phone_suppression, x.phone_suppression),
         updated_at = ${now}
     FROM x JOIN locked ON locked.id = x.contact_id
@@ -561,33 +628,81 @@ export async function insertContactRows(
   const column = (name: keyof ContactFields) => sql`${rows.map((row) => row[name] ?? null)}::text[]`;
   const statuses = rows.map((row) => row.status ?? 'Subscribed');
   const { rows: inserted } = await sql<{ id: number; email: string | null }>`
-    INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, created_at, updated_at)
-    SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, ${now}, ${now}
+    INSERT INTO contacts (user_id, first_name, last_name, email, phone, time_zone, status, email_suppression, created_at, updated_at)
+    SELECT ${userId}, v.first_name, v.last_name, v.email, v.phone, v.time_zone, v.status, v.email_suppression::jsonb, ${now}, ${now}
     FROM unnest(${column('first_name')}, ${column('last_name')}, ${column('email')}, ${column('phone')}, ${column('time_zone')},
-                ${statuses}::text[]) WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, n)
+                ${statuses}::text[], ${column('email_suppression')})
+         WITH ORDINALITY AS v(first_name, last_name, email, phone, time_zone, status, email_suppression, n)
     ORDER BY v.n
     ON CONFLICT (user_id, lower(email)) WHERE ${HOLDS_ADDRESS} DO NOTHING
     RETURNING id, email`.execute(db);
   return inserted.map((row) => ({ id: Number(row.id), email: row.email }));
 }
 
-/** Sets `columns` of the owner's contacts to each row's values, in one `UPDATE … FROM unnest(…)`. */
+/**
+ * Sets `columns` of the owner's contacts to each row's values, in one `UPDATE … FROM unnest(…)`.
+ * A status that changes brings its suppression (the owner's, as `contactChanges` made it); one
+ * that stays keeps the suppression it has.
+ */
 export async function updateContactColumns(
   db: Db,
   userId: number,
   rows: readonly { id: number; fields: ContactFields }[],
-  columns: readonly Exclude<keyof ContactFields, 'email'>[],
+  columns: readonly Exclude<keyof ContactFields, 'email' | 'email_suppression'>[],
   now: Date,
 ): Promise<void> {
-  const sets = [sql`updated_at = ${now}`, ...columns.map((column) => sql`${sql.ref(column)} = v.${sql.ref(column)}`)];
+  const all: Exclude<keyof ContactFields, 'email'>[] = columns.includes('status') ? [...columns, 'email_suppression'] : [...columns];
+  const set = (column: (typeof all)[number]) =>
+    column === 'email_suppression'
+      ? sql`email_suppression = CASE WHEN c.status IS DISTINCT FROM v.status THEN v.email_suppression::jsonb ELSE c.email_suppression END`
+      : sql`${sql.ref(column)} = v.${sql.ref(column)}`;
+  const sets = [sql`updated_at = ${now}`, ...all.map(set)];
   const arrays = [
     sql`${sql.val(rows.map((row) => row.id))}::bigint[]`,
-    ...columns.map((column) => sql`${sql.val(rows.map((row) => row.fields[column] ?? null))}::text[]`),
+    ...all.map((column) => sql`${sql.val(rows.map((row) => row.fields[column] ?? null))}::text[]`),
   ];
-  const names = [sql.ref('id'), ...columns.map((column) => sql.ref(column))];
+  const names = [sql.ref('id'), ...all.map((column) => sql.ref(column))];
   await sql`UPDATE contacts c SET ${sql.join(sets)}
     FROM unnest(${sql.join(arrays)}) AS v(${sql.join(names)})
     WHERE c.user_id = ${userId} AND c.id = v.id`.execute(db);
+}
+
+/** The person's own word on a contact or an address: its status and why. */
+interface PersonsWord {
+  status: ContactStatus;
+  suppression: Suppression | null;
+}
+
+/**
+ * For an import's rows that name a status: the person's own word each would change, if any — of
+ * the matched contacts, by id, and of the addresses of the rows that match none, by address in
+ * lower case (email_opt_outs).
+ */
+export async function personsWordOf(
+  db: Db,
+  userId: number,
+  ids: readonly number[],
+  emails: readonly string[],
+): Promise<{ ofContact: Map<number, PersonsWord>; ofEmail: Map<string, PersonsWord> }> {
+  const contacts =
+    ids.length === 0
+      ? []
+      : await db
+          .selectFrom('contacts')
+          .select(['id', 'status', 'email_suppression'])
+          .where('user_id', '=', userId)
+          .where('id', 'in', ids)
+          .where(sql<SqlBool>`contact_persons_word(status, email_suppression)`)
+          .execute();
+  return {
+    ofContact: new Map(contacts.map((c) => [Number(c.id), { status: c.status, suppression: c.email_suppression }])),
+    ofEmail: emails.length === 0 ? new Map() : await optOutsOf(db, userId, emails),
+  };
+}
+
+/** Why a row may not set `status` over the person's word (an import's refusal), or undefined when it may. */
+export function personsWordErrors(word: PersonsWord, status: ContactStatus): FieldErrors | undefined {
+  return status === word.status ? undefined : personsWordRefused('', word.status, word.suppression).errors;
 }
 
 /**

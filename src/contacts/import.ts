@@ -13,6 +13,8 @@ import {
   contactsHoldingEmails,
   contactsWithPhonesOnly,
   insertContactRows,
+  personsWordErrors,
+  personsWordOf,
   updateContactColumns,
 } from './contacts.ts';
 import { decodeFile, type Mapping, mapColumns, rowBody, sniffSeparator } from './csv-file.ts';
@@ -163,9 +165,10 @@ export async function importContacts(
   const result: ImportResult = { created: 0, updated: 0, refused: [] };
   let nextAnalyze = FIRST_ANALYZE;
   const write = async (batch: Checked[]) => {
-    const { created, updated } = await writeBatch(db, userId, batch, now);
+    const { created, updated, refused } = await writeBatch(db, userId, batch, now);
     result.created += created;
     result.updated += updated;
+    result.refused.push(...refused);
     // A large import changes the table faster than autovacuum re-reads it: fresh statistics keep
     // the matching statements on their indexes for the batches that follow (docs/decisions.md,
     // "A bulk import runs ANALYZE"). Each time the rows created double (5,000, 10,000, 20,000, …),
@@ -256,12 +259,20 @@ function matchKey(fields: ContactFields): string | undefined {
  * created meanwhile took (by the API, which does not wait for imports) is not inserted but matched
  * to that contact and updates it, as if it had been there from the start.
  */
-async function writeBatch(db: Db, userId: number, batch: Checked[], now: Date): Promise<{ created: number; updated: number }> {
+async function writeBatch(
+  db: Db,
+  userId: number,
+  rows: Checked[],
+  now: Date,
+): Promise<{ created: number; updated: number; refused: ImportResult['refused'] }> {
   return db.transaction().execute(async (trx) => {
     // Two imports for one user take turns, so neither creates a contact the other is creating
     // (phone numbers have no unique index; addresses have, and it refuses the second anyway).
     await sql`SELECT pg_advisory_xact_lock(${IMPORT_LOCK}, ${userId})`.execute(trx);
-    const ids = await matchExisting(trx, userId, batch);
+    const ids = await matchExisting(trx, userId, rows);
+    const refused = await overPersonsWord(trx, userId, rows, ids);
+    const lines = new Set(refused.map((r) => r.line));
+    const batch = lines.size === 0 ? rows : rows.filter((row) => !lines.has(row.line));
     const created = new Set<Checked>();
     let pending = batch.filter((row) => !ids.has(row));
     for (let attempt = 1; pending.length > 0; attempt++) {
@@ -279,8 +290,30 @@ async function writeBatch(db: Db, userId: number, batch: Checked[], now: Date): 
     const updates = batch.filter((row) => !created.has(row));
     await updateMatched(trx, userId, updates, ids, now);
     await linkTags(trx, userId, batch, ids, now);
-    return { created: created.size, updated: updates.length };
+    return { created: created.size, updated: updates.length, refused };
   });
+}
+
+/**
+ * The rows that would change the person's own word (docs/decisions.md): a status other than the
+ * one a matched contact's person gave, or, for a row that matches no contact, the one its address's
+ * person gave. Each is refused with why; a row without a status takes the person's word (the
+ * contacts' triggers, migration 0039), and the rest of the batch is written.
+ */
+async function overPersonsWord(trx: Db, userId: number, rows: Checked[], ids: Map<Checked, number>): Promise<ImportResult['refused']> {
+  const setting = rows.filter((row) => row.present.includes('status'));
+  if (setting.length === 0) return [];
+  const matched = setting.filter((row) => ids.has(row)).map((row) => ids.get(row) as number);
+  const addresses = setting.filter((row) => !ids.has(row) && row.fields.email).map((row) => row.fields.email as string);
+  const { ofContact, ofEmail } = await personsWordOf(trx, userId, matched, addresses);
+  const refused: ImportResult['refused'] = [];
+  for (const row of setting) {
+    const id = ids.get(row);
+    const word = id !== undefined ? ofContact.get(id) : row.fields.email ? ofEmail.get(row.fields.email.toLowerCase()) : undefined;
+    const errors = word && personsWordErrors(word, row.fields.status ?? 'Subscribed');
+    if (errors) refused.push({ line: row.line, errors });
+  }
+  return refused;
 }
 
 /**

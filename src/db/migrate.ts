@@ -35,6 +35,7 @@ import * as inlinableWebhookEndpoints from './migrations/0035-inlinable-webhook-
 import * as statusCounts from './migrations/0036-status-counts.ts';
 import * as schemaChannels from './migrations/0037-schema-channels.ts';
 import * as webhookMakerRights from './migrations/0038-webhook-maker-rights.ts';
+import * as emailOptOuts from './migrations/0039-email-opt-outs.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -73,6 +74,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0036-status-counts': statusCounts,
   '0037-schema-channels': schemaChannels,
   '0038-webhook-maker-rights': webhookMakerRights,
+  '0039-email-opt-outs': emailOptOuts,
 };
 
 /**

@@ -356,6 +356,7 @@ export interface Database {
   web_sign_in_failures: WebSignInFailuresTable;
   media: MediaTable;
   contacts: ContactsTable;
+  email_opt_outs: EmailOptOutsTable;
   tags: TagsTable;
   contact_tags: ContactTagsTable;
   signatures: SignaturesTable;
@@ -379,6 +380,18 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   rate_limit_counts: RateLimitCountsTable;
   media_blobs: MediaBlobsTable;
+}
+
+/**
+ * An address whose person said no (migration 0039): per owner, its address in lower case, the
+ * status and suppression of the first contact that held it with the person's word. Written by the
+ * contacts' triggers only; a contact given the address takes them.
+ */
+export interface EmailOptOutsTable {
+  user_id: number;
+  email_key: string;
+  status: Extract<ContactStatus, 'Unsubscribed' | 'Inactive - Spam Complaint'>;
+  suppression: Suppression;
 }
 
 /** One part of a stored media file (MEDIA_STORE=postgres, migration 0034). */

@@ -564,7 +564,7 @@ export interface paths {
         put?: never;
         /**
          * Import contacts from CSV or JSON lines (up to 50,000 rows or 20 MB)
-         * @description The body is the file: `text/csv` with a header row naming the columns, or `application/x-ndjson` with one contact body a line. A CSV is read as exported by Google Contacts, Outlook, Apple Contacts or a spreadsheet: its encoding found (UTF-8 with or without a byte order mark, UTF-16, Windows-1252; or the `charset` the Content-Type names) or the file refused, never guessed into replacement characters; its separator (`,` `;` tab) sniffed from the header row; its columns mapped to first_name, last_name, email, phone, time_zone, status and tags by the names they go by in exports (case, spacing and punctuation ignored) or by `column` mappings; columns that map to no field are ignored and listed in `file.ignored_columns`. Tags are separated by `;` (Google's `Labels` by ` ::: `). A row whose email (any case), or without an email whose phone, matches a live contact updates it: the non-empty cells are written and its tags are added to. Other rows are created. Invalid rows are refused with their line and the reasons, the others imported, in batches that each commit whole. Importing the same file again creates nothing.
+         * @description The body is the file: `text/csv` with a header row naming the columns, or `application/x-ndjson` with one contact body a line. A CSV is read as exported by Google Contacts, Outlook, Apple Contacts or a spreadsheet: its encoding found (UTF-8 with or without a byte order mark, UTF-16, Windows-1252; or the `charset` the Content-Type names) or the file refused, never guessed into replacement characters; its separator (`,` `;` tab) sniffed from the header row; its columns mapped to first_name, last_name, email, phone, time_zone, status and tags by the names they go by in exports (case, spacing and punctuation ignored) or by `column` mappings; columns that map to no field are ignored and listed in `file.ignored_columns`. Tags are separated by `;` (Google's `Labels` by ` ::: `). A row whose email (any case), or without an email whose phone, matches a live contact updates it: the non-empty cells are written and its tags are added to. Other rows are created. A row whose status would change what a person said (an unsubscribe or complaint of their own) is refused; without a status, a row at their address keeps or takes their status. Invalid rows are refused with their line and the reasons, the others imported, in batches that each commit whole. Importing the same file again creates nothing.
          */
         post: operations["importContacts"];
         delete?: never;
@@ -2051,7 +2051,10 @@ export interface components {
             phone?: string | null;
             /** @description IANA time zone, e.g. America/New_York */
             time_zone?: string | null;
-            /** @enum {string} */
+            /**
+             * @description Only Subscribed contacts are sent to. A contact who unsubscribed or complained themselves keeps that status: changing it is a 409 (the person's own word, which only they can undo), and a contact given their address takes it.
+             * @enum {string}
+             */
             status?: "Subscribed" | "Unsubscribed" | "Inactive - Hard Bounce" | "Inactive - Spam Complaint" | "Inactive - Invalid Email Address" | "Inactive - Repeated Soft Bounce";
             /** @description Your own id for the contact (a CRM's): unique among the owner's contacts */
             external_id?: string | null;

@@ -49,7 +49,9 @@ export const contactImportRoutes: RoutePlugin = async (app, { database: { db }, 
           'mappings; columns that map to no field are ignored and listed in `file.ignored_columns`. Tags are ' +
           "separated by `;` (Google's `Labels` by ` ::: `). A row whose email (any case), or without an email whose " +
           'phone, matches a live contact updates it: the non-empty cells are written and its tags are added to. Other ' +
-          'rows are created. Invalid rows are refused with their line and the reasons, the others imported, in batches ' +
+          'rows are created. A row whose status would change what a person said (an unsubscribe or complaint of their own) is refused; ' +
+          'without a status, a row at their address keeps or takes their status. ' +
+          'Invalid rows are refused with their line and the reasons, the others imported, in batches ' +
           'that each commit whole. Importing the same file again creates nothing.',
         params: UserIdParams,
         querystring: Type.Object(
