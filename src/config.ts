@@ -151,6 +151,8 @@ export interface WebhookConfig {
   readonly retentionMs: number;
   /** A PEM file of extra certificate authorities trusted for endpoint URLs (a private CA). */
   readonly caFile: string | undefined;
+  /** Events a user's endpoints may be resent in an hour (WEBHOOK_RESEND_PER_HOUR). */
+  readonly resendPerHour: number;
 }
 
 export interface SlybroadcastConfig {
@@ -585,6 +587,7 @@ function webhookSettings(read: EnvReader): WebhookConfig {
     pollMs: read.duration('WEBHOOK_POLL_INTERVAL', '1s'),
     retentionMs: read.duration('WEBHOOK_RETENTION', '30d'),
     caFile: read.text('WEBHOOK_CA_FILE'),
+    resendPerHour: read.integer('WEBHOOK_RESEND_PER_HOUR', 10_000, 1, 10_000_000),
   });
 }
 

@@ -16,6 +16,8 @@ const DOMAIN_ERROR_CODES = [
   'conflict',
   /** A file or body is larger than the configured limit. */
   'payload_too_large',
+  /** The caller asked for this too often; `retryAfterSeconds` says when it may again. */
+  'too_many_requests',
 ] as const;
 export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];
 export type FieldErrors = Record<string, string[]>;
@@ -23,13 +25,21 @@ export type FieldErrors = Record<string, string[]>;
 export class DomainError extends Error {
   readonly code: DomainErrorCode;
   readonly errors: FieldErrors | undefined;
+  /** For `too_many_requests`: how long until the request may be made again. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: DomainErrorCode, message: string, errors?: FieldErrors) {
+  constructor(code: DomainErrorCode, message: string, errors?: FieldErrors, retryAfterSeconds?: number) {
     super(message);
     this.name = 'DomainError';
     this.code = code;
     this.errors = errors;
+    this.retryAfterSeconds = retryAfterSeconds;
   }
+}
+
+/** A limit reached: the request may be made again in `retryAfterSeconds` (at least 1). */
+export function tooManyRequests(message: string, retryAfterSeconds: number): DomainError {
+  return new DomainError('too_many_requests', message, undefined, Math.max(1, Math.ceil(retryAfterSeconds)));
 }
 
 /** The one wording of a resource that does not exist, or was deleted: `Contact 7 does not exist.` */

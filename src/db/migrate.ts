@@ -36,6 +36,7 @@ import * as statusCounts from './migrations/0036-status-counts.ts';
 import * as schemaChannels from './migrations/0037-schema-channels.ts';
 import * as webhookMakerRights from './migrations/0038-webhook-maker-rights.ts';
 import * as emailOptOuts from './migrations/0039-email-opt-outs.ts';
+import * as webhookResendAllowances from './migrations/0040-webhook-resend-allowances.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -75,6 +76,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0037-schema-channels': schemaChannels,
   '0038-webhook-maker-rights': webhookMakerRights,
   '0039-email-opt-outs': emailOptOuts,
+  '0040-webhook-resend-allowances': webhookResendAllowances,
 };
 
 /**

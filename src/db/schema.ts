@@ -377,6 +377,7 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_resend_allowances: WebhookResendAllowancesTable;
   idempotency_keys: IdempotencyKeysTable;
   rate_limit_counts: RateLimitCountsTable;
   media_blobs: MediaBlobsTable;
@@ -565,6 +566,13 @@ export interface WebhookAttemptsTable {
   status: number | null;
   error: string | null;
   next_retry_at: NullableTimestamp;
+}
+
+/** Events a user's endpoints were resent in the hour since `window_started_at` (migration 0040). */
+export interface WebhookResendAllowancesTable {
+  user_id: number;
+  window_started_at: ClockTimestamp;
+  resent: number;
 }
 
 /** Change counter of a user's rows in an owned collection, bumped by a trigger (migration 0009). */

@@ -57,7 +57,8 @@ export class HttpError extends Error {
 
   /** The problem a domain error stands for. */
   static from(error: DomainError): HttpError {
-    return new HttpError(error.code, error.message, { errors: error.errors });
+    const headers: Record<string, string> = error.retryAfterSeconds === undefined ? {} : { 'Retry-After': String(error.retryAfterSeconds) };
+    return new HttpError(error.code, error.message, { errors: error.errors, headers });
   }
 }
 

@@ -8,6 +8,7 @@ import type { UserRef } from '../db/owned-rows.ts';
 import type { ContactRow, Database, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { toApiTemplatedEmail } from '../email/templated-emails.ts';
+import { tooManyRequests } from '../errors.ts';
 import { type Principal, reachableUsers, rightsOf } from '../identity/access.ts';
 import { Id, Nullable, StringEnum, Timestamp } from '../json-schema.ts';
 import { MESSAGE_KINDS } from '../messages/kinds.ts';
@@ -559,8 +560,22 @@ export async function findWebhookDelivery(db: Db, endpoint: Pick<WebhookEndpoint
   };
 }
 
-/** Resends at most this many events per request (the answer says where to go on from). */
-const RESEND_LIMIT = 10_000;
+/**
+ * Resends at most this many events per request (the answer says where to go on from): one page is
+ * one statement, well within a request's statement timeout (DATABASE_TIMEOUT), where 10,000 were not.
+ */
+const RESEND_PAGE = 1_000;
+const HOUR_MS = 3_600_000;
+
+/** Which events a resend asks for: one, or a page of those since a time (after an event, to go on from a page). */
+type ResendSelection = { eventId: number } | { since: Date; until?: Date | undefined; afterEventId?: number | undefined };
+
+/** A page of a resend, and where the next one starts (both null when this was the last). */
+interface ResendPage {
+  queued: number;
+  next_since: string | null;
+  next_after_event_id: number | null;
+}
 
 /**
  * Queues events again for this endpoint, due now: one event (any type), or every event since a
@@ -568,16 +583,24 @@ const RESEND_LIMIT = 10_000;
  * everyone) whom its maker may read now (`maker`, as the access rule reads them: migration 0038
  * writes the same for the fan-out). A delivery it already has goes back to `pending` with its
  * retry window started anew (one being sent is left alone); an event it never had (it was
- * disabled, or subscribed later) gets a delivery. Oldest first, RESEND_LIMIT at most: `next_since`
- * is where to go on from when there were more.
+ * disabled, or subscribed later) gets a delivery.
+ *
+ * Oldest first, in (time, id) order, RESEND_PAGE at most: `next_since` and `next_after_event_id`
+ * say where to go on from when there may be more (an event id, since a bulk change makes many
+ * events of one timestamp). The maker's endpoints together are resent at most `perHour` events in
+ * an hour (`webhook_resend_allowances`, the window starting at the first resend after the last
+ * one ended): a page takes what is left of it, and a resend with nothing left is refused (429,
+ * with when to retry). The allowance's row is locked until the page is queued, so a maker's
+ * resends run one at a time.
  */
 export async function resendWebhookEvents(
   db: Db,
   endpoint: Pick<WebhookEndpointRow, 'id' | 'user_id' | 'events' | 'scope' | 'team_id'>,
   maker: UserRef,
-  which: { eventId: number } | { since: Date; until?: Date | undefined },
-  now: Date,
-): Promise<{ queued: number; next_since: string | null }> {
+  which: ResendSelection,
+  limits: { perHour: number; now: Date },
+): Promise<ResendPage> {
+  const { perHour, now } = limits;
   // A sub-select of the statement below (the users the endpoint hears), not a statement of its own.
   let users = expressionBuilder<Database>()
     .selectFrom('users')
@@ -586,37 +609,67 @@ export async function resendWebhookEvents(
   if (endpoint.scope === 'user') users = users.where('id', '=', endpoint.user_id);
   if (endpoint.scope === 'team') users = users.where('team_id', '=', endpoint.team_id);
   const heard = sql`user_id IN (${users})`;
-  const picked =
-    'eventId' in which
-      ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND ${heard}`
-      : sql`SELECT id, occurred_at FROM webhook_events
-            WHERE ${heard} AND occurred_at >= ${which.since}
-              ${which.until ? sql`AND occurred_at < ${which.until}` : sql``}
-              AND type = ANY (${endpoint.events}::text[])
-            ORDER BY occurred_at, id LIMIT ${RESEND_LIMIT}`;
-  const { rows } = await sql<{ picked: string; queued: string; last: Date | string | null }>`
-    WITH picked AS (${picked}), reset AS (
-      UPDATE webhook_deliveries d
-      SET state = 'pending', next_attempt_at = ${now}, created_at = ${now}, updated_at = ${now}, lease_until = NULL
-      FROM picked p WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id} AND d.state <> 'sending'
-      RETURNING d.id
-    ), added AS (
-      INSERT INTO webhook_deliveries (endpoint_id, event_id, next_attempt_at, created_at, updated_at)
-      SELECT ${endpoint.id}, p.id, ${now}, ${now}, ${now} FROM picked p
-      WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id})
-      ORDER BY p.occurred_at, p.id
-      RETURNING id
-    )
-    SELECT (SELECT count(*) FROM picked) AS picked,
-           (SELECT count(*) FROM reset) + (SELECT count(*) FROM added) AS queued,
-           (SELECT max(occurred_at) FROM picked) AS last,
-           pg_notify(${channelOfSession('hopper_webhooks')}, '')`.execute(db);
-  const row = rows[0];
-  const truncated = !('eventId' in which) && Number(row?.picked ?? 0) >= RESEND_LIMIT;
-  return {
-    queued: Number(row?.queued ?? 0),
-    next_since: truncated && row?.last ? formatTimestamp(new Date(row.last)) : null,
-  };
+  return db.transaction().execute(async (trx) => {
+    const { rows: allowances } = await sql<{ window_started_at: Date | string; resent: number }>`
+      INSERT INTO webhook_resend_allowances AS a (user_id, window_started_at, resent) VALUES (${endpoint.user_id}, ${now}, 0)
+      ON CONFLICT (user_id) DO UPDATE SET
+        window_started_at = CASE WHEN a.window_started_at <= ${new Date(now.getTime() - HOUR_MS)} THEN ${now}::timestamptz ELSE a.window_started_at END,
+        resent = CASE WHEN a.window_started_at <= ${new Date(now.getTime() - HOUR_MS)} THEN 0 ELSE a.resent END
+      RETURNING window_started_at, resent`.execute(trx);
+    const allowance = allowances[0] as { window_started_at: Date | string; resent: number };
+    const left = perHour - allowance.resent;
+    if (left <= 0) {
+      const reopens = new Date(allowance.window_started_at).getTime() + HOUR_MS;
+      throw tooManyRequests(
+        `The endpoints of user ${endpoint.user_id} may be resent ${perHour.toLocaleString('en-US')} events an hour, and were; retry in ${Math.ceil((reopens - now.getTime()) / 1000)} s.`,
+        (reopens - now.getTime()) / 1000,
+      );
+    }
+    const limit = Math.min(RESEND_PAGE, left);
+    const picked =
+      'eventId' in which
+        ? sql`SELECT id, occurred_at FROM webhook_events WHERE id = ${which.eventId} AND ${heard}`
+        : sql`SELECT id, occurred_at FROM webhook_events
+              WHERE ${heard} AND occurred_at >= ${which.since}
+                ${which.until ? sql`AND occurred_at < ${which.until}` : sql``}
+                ${
+                  which.afterEventId === undefined
+                    ? sql``
+                    : sql`AND (occurred_at, id) > (COALESCE((SELECT e.occurred_at FROM webhook_events e WHERE e.id = ${which.afterEventId}), ${which.since}), ${which.afterEventId})`
+                }
+                AND type = ANY (${endpoint.events}::text[])
+              ORDER BY occurred_at, id LIMIT ${limit}`;
+    const { rows } = await sql<{ picked: string; queued: string; last_id: string | null; last_at: Date | string | null }>`
+      WITH picked AS (${picked}), reset AS (
+        UPDATE webhook_deliveries d
+        SET state = 'pending', next_attempt_at = ${now}, created_at = ${now}, updated_at = ${now}, lease_until = NULL
+        FROM picked p WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id} AND d.state <> 'sending'
+        RETURNING d.id
+      ), added AS (
+        INSERT INTO webhook_deliveries (endpoint_id, event_id, next_attempt_at, created_at, updated_at)
+        SELECT ${endpoint.id}, p.id, ${now}, ${now}, ${now} FROM picked p
+        WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = p.id AND d.endpoint_id = ${endpoint.id})
+        ORDER BY p.occurred_at, p.id
+        RETURNING id
+      ), counted AS (
+        SELECT (SELECT count(*) FROM reset) + (SELECT count(*) FROM added) AS queued
+      ), charge AS (
+        UPDATE webhook_resend_allowances SET resent = resent + (SELECT queued FROM counted) WHERE user_id = ${endpoint.user_id}
+        RETURNING resent
+      ), last AS (
+        SELECT id, occurred_at FROM picked ORDER BY occurred_at DESC, id DESC LIMIT 1
+      )
+      SELECT (SELECT count(*) FROM picked) AS picked, (SELECT queued FROM counted) AS queued,
+             (SELECT id FROM last) AS last_id, (SELECT occurred_at FROM last) AS last_at,
+             pg_notify(${channelOfSession('hopper_webhooks')}, '')`.execute(trx);
+    const row = rows[0];
+    const more = !('eventId' in which) && Number(row?.picked ?? 0) >= limit && row?.last_id != null;
+    return {
+      queued: Number(row?.queued ?? 0),
+      next_since: more && row?.last_at ? formatTimestamp(new Date(row.last_at)) : null,
+      next_after_event_id: more ? Number(row?.last_id) : null,
+    };
+  });
 }
 
 /** An enabled endpoint's pending deliveries, due now with their retry window started anew (the endpoint was enabled again). */

@@ -318,28 +318,30 @@ export async function webhookDeliveryOf(db: Db, endpoint: WebhookEndpointRow, de
 }
 
 /**
- * `POST /v3/webhooks/{id}/resend`: one event, or every event since a time (docs/webhooks.md,
- * "Recovery"), of the users the endpoint's maker (`maker`, its owner as it is now) may read.
+ * `POST /v3/webhooks/{id}/resend`: one event, or a page of the events since a time (docs/webhooks.md,
+ * "Recovery"), of the users the endpoint's maker (`maker`, its owner as it is now) may read, within
+ * the maker's hourly allowance (`limits.perHour`).
  */
 export async function resendToEndpoint(
   db: Db,
   endpoint: WebhookEndpointRow,
   maker: UserRef,
-  body: { event_id?: number; since?: string; until?: string },
-  now: Date,
+  body: { event_id?: number; since?: string; until?: string; after_event_id?: number },
+  limits: { perHour: number; now: Date },
 ) {
   const errors: FieldErrors = {};
   if ((body.event_id === undefined) === (body.since === undefined)) errors.event_id = ['give either event_id or since'];
   if (body.until !== undefined && body.since === undefined) errors.until = ['needs since'];
+  if (body.after_event_id !== undefined && body.since === undefined) errors.after_event_id = ['needs since (the next_since it came with)'];
   const since = body.since === undefined ? undefined : new Date(body.since);
   const until = body.until === undefined ? undefined : new Date(body.until);
   if (since && until && until <= since) errors.until = ['must be after since'];
   if (!endpoint.enabled) errors.enabled = ['the endpoint is disabled; enable it first (that resends what is pending)'];
   throwIfAny(errors);
   if (body.event_id !== undefined) {
-    const result = await resendWebhookEvents(db, endpoint, maker, { eventId: body.event_id }, now);
+    const result = await resendWebhookEvents(db, endpoint, maker, { eventId: body.event_id }, limits);
     if (result.queued === 0) throw notFound('Webhook event', body.event_id);
     return result;
   }
-  return resendWebhookEvents(db, endpoint, maker, { since: since as Date, until }, now);
+  return resendWebhookEvents(db, endpoint, maker, { since: since as Date, until, afterEventId: body.after_event_id }, limits);
 }

@@ -145,13 +145,21 @@ export const ResendBody = Type.Object(
     event_id: Type.Optional({ ...Id, description: 'One event (of any type) to send again' }),
     since: Type.Optional({ ...When, description: 'Every event since this time that the endpoint subscribes to' }),
     until: Type.Optional({ ...When, description: 'With `since`: only events before this time' }),
+    after_event_id: Type.Optional({
+      ...Id,
+      description: 'With `since`: go on after this event (the `next_after_event_id` of the previous page, with its `next_since`)',
+    }),
   },
   { additionalProperties: false },
 );
 
 export const ResendResult = Type.Object({
-  queued: Type.Integer({ minimum: 0, description: 'Deliveries queued to the endpoint, due now' }),
+  queued: Type.Integer({ minimum: 0, description: 'Deliveries queued to the endpoint, due now (1,000 at most)' }),
   next_since: Nullable(
-    Type.String({ description: 'When there were more than 10,000 events: resend again with this `since` for the rest; null otherwise' }),
+    Type.String({
+      description:
+        'When there may be more: resend again with this `since` and `after_event_id: next_after_event_id` for the next page; null otherwise',
+    }),
   ),
+  next_after_event_id: Nullable({ ...Id, description: 'The last event of this page, to go on after; null when this was the last page' }),
 });

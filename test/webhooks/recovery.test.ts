@@ -58,7 +58,7 @@ describe('webhook recovery', () => {
     await receiver.up();
     const resent = await s.api.post(`/v3/webhooks/${endpoint.id}/resend`, { since: since.toISOString() });
     assert.equal(resent.status, 202, resent.raw);
-    assert.deepEqual(resent.body, { queued: 5, next_since: null });
+    assert.deepEqual(resent.body, { queued: 5, next_since: null, next_after_event_id: null });
     const got = await waitFor('the 5 events', () => receiver.received.length >= 5 && receiver.received);
     const bodies = got.map((r) => verifyWebhook(endpoint.secret, r.body, r.headers));
     assert.deepEqual(bodies.map((e) => (e.data as { email: string }).email).sort(), emails);

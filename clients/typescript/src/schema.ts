@@ -1055,8 +1055,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
-         * @description Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)
+         * Send events again to the endpoint: one event (`event_id`), or the next 1,000 it subscribes to since a time (`since`, `until`, `after_event_id`); WEBHOOK_RESEND_PER_HOUR events an hour per user (then 429)
+         * @description Send events again to the endpoint: one event (`event_id`), or the next 1,000 it subscribes to since a time (`since`, `until`, `after_event_id`); WEBHOOK_RESEND_PER_HOUR events an hour per user (then 429)
          */
         post: operations["resendWebhook"];
         delete?: never;
@@ -3401,12 +3401,16 @@ export interface components {
              * @description With `since`: only events before this time
              */
             until?: string;
+            /** @description With `since`: go on after this event (the `next_after_event_id` of the previous page, with its `next_since`) */
+            after_event_id?: number;
         };
         WebhookResendResult: {
-            /** @description Deliveries queued to the endpoint, due now */
+            /** @description Deliveries queued to the endpoint, due now (1,000 at most) */
             queued: number;
-            /** @description When there were more than 10,000 events: resend again with this `since` for the rest; null otherwise */
+            /** @description When there may be more: resend again with this `since` and `after_event_id: next_after_event_id` for the next page; null otherwise */
             next_since: string | null;
+            /** @description The last event of this page, to go on after; null when this was the last page */
+            next_after_event_id: number | null;
         };
         OneClickUnsubscribe: {
             /** @enum {string} */

@@ -208,7 +208,7 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       schema: {
         tags,
         summary:
-          'Send events again to the endpoint: one event (`event_id`), or every event it subscribes to since a time (`since`, `until`)',
+          'Send events again to the endpoint: one event (`event_id`), or the next 1,000 it subscribes to since a time (`since`, `until`, `after_event_id`); WEBHOOK_RESEND_PER_HOUR events an hour per user (then 429)',
         params: IdParams,
         body: ResendBody,
         response: { 202: ResendResult, ...errors },
@@ -216,7 +216,8 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
     },
     async (request, reply) => {
       const { row, owner } = await found(request.principal, request.params.id);
-      return reply.code(202).send(await resendToEndpoint(db, row, owner, request.body, clock()));
+      const limits = { perHour: config.webhooks.resendPerHour, now: clock() };
+      return reply.code(202).send(await resendToEndpoint(db, row, owner, request.body, limits));
     },
   );
 };
