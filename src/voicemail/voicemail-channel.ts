@@ -9,7 +9,7 @@ import { type Clock, inRealTime } from '../time.ts';
 import { checkCallingHours } from './calling-hours.ts';
 import { startProviderJobHandlers } from './provider-job-handlers.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
-import { dropCowboyAdapter } from './providers/drop-cowboy.ts';
+import { DropCowboyAdapter } from './providers/drop-cowboy.ts';
 import { sandboxAdapter, startSandboxReports } from './providers/sandbox.ts';
 import { slybroadcastAdapter, slybroadcastCallbackToken } from './providers/slybroadcast.ts';
 import { type DropAudioType, dropAudioType, type VoicemailAdapter, type VoicemailProvider } from './providers.ts';
@@ -58,7 +58,7 @@ export async function startVoicemailSending(deps: VoicemailDeps): Promise<Voicem
     const dispositionUrl = async () => `${config.publicUrl}/v3/callbacks/slybroadcast/${await slybroadcastCallbackToken(db, clock)}`;
     adapters.set('Slybroadcast', slybroadcastAdapter(config.slybroadcast, dispositionUrl));
   }
-  if (config.dropCowboy) adapters.set('Drop Cowboy', dropCowboyAdapter(config.dropCowboy, config.publicUrl, db, clock, log));
+  if (config.dropCowboy) adapters.set('Drop Cowboy', new DropCowboyAdapter(config.dropCowboy, config.publicUrl, db, clock, log));
   const stopProviderJobHandlers = config.slybroadcast || config.dropCowboy ? await startProviderJobHandlers({ ...deps, db }) : undefined;
   if ((config.slybroadcast || config.dropCowboy) && !publiclyReachable(config.publicUrl)) {
     log.warn(

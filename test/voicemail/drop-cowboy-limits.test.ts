@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
-import { dropCowboyAdapter } from '../../src/voicemail/providers/drop-cowboy.ts';
+import { DropCowboyAdapter } from '../../src/voicemail/providers/drop-cowboy.ts';
 import { FakeDropCowboy, PHONE_LINE_ID, SMS_LINE_ID } from './support/fake-drop-cowboy.ts';
 import { deliveryTo, dropAudio, sendDrop, startVoicemailApp, type VoicemailApp, waitFor, waitForDrop } from './support/voicemail-app.ts';
 
@@ -170,7 +170,7 @@ describe('Drop Cowboy: a retry after a configuration change', () => {
       DROPCOWBOY_AUDIO_URL: 'true',
     });
     assert.ok(changed.dropCowboy?.byoc && changed.dropCowboy.audioUrl);
-    const restarted = dropCowboyAdapter(changed.dropCowboy, `${app.publicUrl}/moved`, app.t.database.db, app.clock.now, app.t.app.log);
+    const restarted = new DropCowboyAdapter(changed.dropCowboy, `${app.publicUrl}/moved`, app.t.database.db, app.clock.now, app.t.app.log);
     const media = await dropAudio(app);
     const result = await restarted.submit({
       deliveryId: delivery.id,

@@ -33,27 +33,48 @@ const EXTENSIONS: Record<string, string> = { wav: '.wav', mp3: '.mp3' };
 const IMPORT_REFUSED_MEMORY_MS = 60_000;
 const IMPORT_FAILED_MEMORY_MS = 1_000;
 
-export function dropCowboyAdapter(
-  config: DropCowboyConfig,
-  publicUrl: string,
-  db: Db,
-  clock: Clock,
-  log: FastifyBaseLogger,
-): VoicemailAdapter {
-  const headers = {
-    'content-type': 'application/json',
-    accept: 'application/json',
-    'x-key': config.key,
-    'x-secret': config.secret,
-  };
+/** An answer of Drop Cowboy's: its status, its JSON body (an object), and a 429's Retry-After. */
+interface Reply {
+  status: number;
+  ok: boolean;
+  json: Record<string, unknown> | undefined;
+  retryAfterMs: number | undefined;
+}
+
+export class DropCowboyAdapter implements VoicemailAdapter {
+  readonly provider = 'Drop Cowboy';
+  readonly #config: DropCowboyConfig;
+  readonly #publicUrl: string;
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #log: FastifyBaseLogger;
+  readonly #headers: Record<string, string>;
   // Uploads in progress in this process, by media id: the deliveries of a drop upload once, and a
   // failed upload answers for a while (IMPORT_*_MEMORY_MS) instead of one try per delivery.
-  const uploads = new Map<number, Promise<string>>();
-  let defaultLine: Promise<string | undefined> | undefined;
-  const pace = new AccountPace();
+  readonly #uploads = new Map<number, Promise<string>>();
+  #defaultLine: Promise<string | undefined> | undefined;
+  readonly #pace = new AccountPace();
 
-  async function call(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, extra: Record<string, string> = {}) {
-    const waitMs = pace.waitMs();
+  constructor(config: DropCowboyConfig, publicUrl: string, db: Db, clock: Clock, log: FastifyBaseLogger) {
+    this.#config = config;
+    this.#publicUrl = publicUrl;
+    this.#db = db;
+    this.#clock = clock;
+    this.#log = log;
+    this.#headers = { 'content-type': 'application/json', accept: 'application/json', 'x-key': config.key, 'x-secret': config.secret };
+  }
+
+  async submit(drop: DropSubmission): Promise<SubmitResult> {
+    const to = `+1${drop.phone}`;
+    const submission = await ensureSubmission(this.#db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to }, this.#clock());
+    // A retry: the bytes first sent under this key, whatever the configuration says now.
+    const body = submission.request_body ?? (await this.#firstBody(drop, to, submission.callback_token));
+    if (typeof body !== 'string') return body;
+    return this.#send(drop, body, submission.idempotency_key);
+  }
+
+  async #call(method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number, extra: Record<string, string> = {}): Promise<Reply> {
+    const waitMs = this.#pace.waitMs();
     // A long pause is not waited out holding the delivery: it is tried again once the pause is over.
     if (waitMs > MAX_WAIT_MS) {
       throw new CallError(
@@ -62,46 +83,29 @@ export function dropCowboyAdapter(
         waitMs,
       );
     }
-    await pace.turn();
-    const response = await fetch(`${config.url}${path}`, {
+    await this.#pace.turn();
+    const response = await fetch(`${this.#config.url}${path}`, {
       method,
-      headers: { ...headers, ...extra },
+      headers: { ...this.#headers, ...extra },
       ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
     const retryAfterMs = response.status === 429 ? retryAfter(response.headers.get('retry-after'), realTimeMs()) : undefined;
     if (response.status === 429) {
-      pace.slowDown(retryAfterMs);
-      log.warn({ path, retryAfterMs }, 'Drop Cowboy answered 429: the account slows down');
-    } else if (response.ok) pace.ease();
+      this.#pace.slowDown(retryAfterMs);
+      this.#log.warn({ path, retryAfterMs }, 'Drop Cowboy answered 429: the account slows down');
+    } else if (response.ok) this.#pace.ease();
     return { status: response.status, ok: response.ok, json: parseJson(text), retryAfterMs };
   }
 
-  async function mediaIdFor(drop: DropSubmission): Promise<string> {
-    const known = await remoteMediaId(db, 'Drop Cowboy', drop.mediaId);
+  async #mediaIdFor(drop: DropSubmission): Promise<string> {
+    const known = await remoteMediaId(this.#db, 'Drop Cowboy', drop.mediaId);
     if (known) return known;
+    const uploads = this.#uploads;
     let upload = uploads.get(drop.mediaId);
     if (!upload) {
-      upload = (async () => {
-        const reply = await call(
-          'POST',
-          '/media/public/media',
-          { name: `hopper-${drop.mediaId}${EXTENSIONS[drop.audioType]}`, type: 'rvm', url: drop.audioUrl, ext: EXTENSIONS[drop.audioType] },
-          IMPORT_TIMEOUT_MS,
-        );
-        const data = isObject(reply.json?.data) ? reply.json.data : undefined;
-        const mediaId = data?.media_id;
-        if (!reply.ok || typeof mediaId !== 'string' || mediaId === '') {
-          throw new CallError(
-            reply.status,
-            `Drop Cowboy did not import the audio into its media library (HTTP ${reply.status}${problemText(reply.json)})`,
-          );
-        }
-        await saveRemoteMediaId(db, 'Drop Cowboy', drop.mediaId, mediaId, clock());
-        log.info({ mediaId: drop.mediaId, remoteMediaId: mediaId }, 'audio uploaded to the Drop Cowboy media library');
-        return mediaId;
-      })();
+      upload = this.#upload(drop);
       uploads.set(drop.mediaId, upload);
       const mine = upload;
       const forget = (afterMs: number) => {
@@ -117,53 +121,63 @@ export function dropCowboyAdapter(
     return upload;
   }
 
-  function lineId(): Promise<string | undefined> {
-    if (config.phoneLineId) return Promise.resolve(config.phoneLineId);
-    if (!defaultLine) {
-      defaultLine = (async () => {
-        const reply = await call('GET', '/phone/public/lines', undefined, SUBMIT_TIMEOUT_MS);
+  /** Imports a drop's audio into Drop Cowboy's media library by its public URL; its media id there. */
+  async #upload(drop: DropSubmission): Promise<string> {
+    const reply = await this.#call(
+      'POST',
+      '/media/public/media',
+      { name: `hopper-${drop.mediaId}${EXTENSIONS[drop.audioType]}`, type: 'rvm', url: drop.audioUrl, ext: EXTENSIONS[drop.audioType] },
+      IMPORT_TIMEOUT_MS,
+    );
+    const data = isObject(reply.json?.data) ? reply.json.data : undefined;
+    const mediaId = data?.media_id;
+    if (!reply.ok || typeof mediaId !== 'string' || mediaId === '') {
+      throw new CallError(
+        reply.status,
+        `Drop Cowboy did not import the audio into its media library (HTTP ${reply.status}${problemText(reply.json)})`,
+      );
+    }
+    await saveRemoteMediaId(this.#db, 'Drop Cowboy', drop.mediaId, mediaId, this.#clock());
+    this.#log.info({ mediaId: drop.mediaId, remoteMediaId: mediaId }, 'audio uploaded to the Drop Cowboy media library');
+    return mediaId;
+  }
+
+  #lineId(): Promise<string | undefined> {
+    if (this.#config.phoneLineId) return Promise.resolve(this.#config.phoneLineId);
+    if (!this.#defaultLine) {
+      const lookUp = (async () => {
+        const reply = await this.#call('GET', '/phone/public/lines', undefined, SUBMIT_TIMEOUT_MS);
         if (!reply.ok)
           throw new CallError(reply.status, `Drop Cowboy did not list the phone lines (HTTP ${reply.status}${problemText(reply.json)})`);
         const line = defaultVoiceLine(listOf(reply.json));
         const id = line?.ivr_id ?? line?.phone_line_id ?? line?.id;
         return typeof id === 'string' && id !== '' ? id : undefined;
       })();
+      this.#defaultLine = lookUp;
       // A failed look-up is tried again by the next delivery.
-      defaultLine.catch(() => {
-        defaultLine = undefined;
+      lookUp.catch(() => {
+        this.#defaultLine = undefined;
       });
     }
-    return defaultLine;
+    return this.#defaultLine;
   }
 
-  return {
-    provider: 'Drop Cowboy',
-    async submit(drop): Promise<SubmitResult> {
-      const to = `+1${drop.phone}`;
-      const submission = await ensureSubmission(db, { deliveryId: drop.deliveryId, provider: 'Drop Cowboy', phone: to }, clock());
-      // A retry: the bytes first sent under this key, whatever the configuration says now.
-      const body = submission.request_body ?? (await firstBody(drop, to, submission.callback_token));
-      if (typeof body !== 'string') return body;
-      return send(drop, body, submission.idempotency_key);
-    },
-  };
-
   /** The body of a delivery's first request, kept with its key before it is sent; or why there is none. */
-  async function firstBody(drop: DropSubmission, to: string, callbackToken: string): Promise<string | SubmitResult> {
+  async #firstBody(drop: DropSubmission, to: string, callbackToken: string): Promise<string | SubmitResult> {
     let audio: { media_id: string } | { audio_url: string };
     let sender: { phone_line_id: string } | { caller_id: string };
     try {
-      if (config.audioUrl) audio = { audio_url: drop.audioUrl };
+      if (this.#config.audioUrl) audio = { audio_url: drop.audioUrl };
       else if (!EXTENSIONS[drop.audioType]) {
         return {
           ok: false,
           retryable: false,
           reason: `Drop Cowboy plays MP3 and WAV audio only; this drop's audio is ${drop.audioType.toUpperCase()}.`,
         };
-      } else audio = { media_id: await mediaIdFor(drop) };
-      if (config.byoc) sender = { caller_id: `+1${drop.callerId}` };
+      } else audio = { media_id: await this.#mediaIdFor(drop) };
+      if (this.#config.byoc) sender = { caller_id: `+1${drop.callerId}` };
       else {
-        const line = await lineId();
+        const line = await this.#lineId();
         if (!line) {
           return {
             ok: false,
@@ -184,16 +198,16 @@ export function dropCowboyAdapter(
       ...sender,
       ...audio,
       foreign_id: String(drop.deliveryId),
-      callback_url: `${publicUrl}/v3/callbacks/dropcowboy/callback/${callbackToken}`,
+      callback_url: `${this.#publicUrl}/v3/callbacks/dropcowboy/callback/${callbackToken}`,
     });
     // Two processes trying the same delivery at once keep one body: the first stored.
-    return freezeRequestBody(db, drop.deliveryId, body);
+    return freezeRequestBody(this.#db, drop.deliveryId, body);
   }
 
-  async function send(drop: DropSubmission, body: string, idempotencyKey: string): Promise<SubmitResult> {
-    let reply: Awaited<ReturnType<typeof call>>;
+  async #send(drop: DropSubmission, body: string, idempotencyKey: string): Promise<SubmitResult> {
+    let reply: Reply;
     try {
-      reply = await call('POST', '/rvm', body, SUBMIT_TIMEOUT_MS, { 'idempotency-key': idempotencyKey });
+      reply = await this.#call('POST', '/rvm', body, SUBMIT_TIMEOUT_MS, { 'idempotency-key': idempotencyKey });
     } catch (error) {
       if (error instanceof CallError) return callFailure(error);
       return { ok: false, retryable: true, reason: `Drop Cowboy could not be reached: ${describeFetchError(error)}` };
@@ -201,7 +215,7 @@ export function dropCowboyAdapter(
     if (reply.ok) {
       const messageId = reply.json?.message_id;
       const reference = typeof messageId === 'string' || typeof messageId === 'number' ? String(messageId) : undefined;
-      await noteAccepted(db, drop.deliveryId, reference);
+      await noteAccepted(this.#db, drop.deliveryId, reference);
       return { ok: true, reference };
     }
     const reason = `Drop Cowboy answered HTTP ${reply.status}${problemText(reply.json)}`;
