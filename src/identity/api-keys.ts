@@ -30,7 +30,9 @@ export const NewApiKey = Type.Object({
   ...ApiKey.properties,
   key: Type.String({ description: 'The full key. Shown in this response only: store it now.' }),
 });
-export const ApiKeyBody = WritableBody({ name: Type.String({ minLength: 1, maxLength: 255 }) }, [
+/** The longest name a key may have (the API's schema and the settings page's form). */
+export const KEY_NAME_MAX_LENGTH = 255;
+export const ApiKeyBody = WritableBody({ name: Type.String({ minLength: 1, maxLength: KEY_NAME_MAX_LENGTH }) }, [
   'id',
   'prefix',
   'created_by',

@@ -3,14 +3,13 @@ import { Type } from 'typebox';
 import type { AppContext } from '../app-context.ts';
 import { DomainError } from '../errors.ts';
 import type { App } from '../http/fastify-types.ts';
-import { createApiKey, findLiveApiKey, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
+import { createApiKey, findLiveApiKey, KEY_NAME_MAX_LENGTH, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
 import { changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 import { graceEndsAt, type WebSession } from './sessions.ts';
 
 const INTEGRATIONS = '/account/settings/integrations';
-const KEY_NAME_MAX_LENGTH = 255;
 /** Notices a redirect may ask for by name: the page never echoes text from the URL. */
 const NOTICES = { revoked: 'The key was revoked. Programs using it are refused from their next request on.' } as const;
 
@@ -19,32 +18,19 @@ const NOTICES = { revoked: 'The key was revoked. Programs using it are refused f
  * user, whatever their role: a Team Administrator manages teammates' keys through the API, and
  * sees only their own here.
  */
-export async function accountSettingsRoutes(web: App, { database: { db }, config, clock }: AppContext): Promise<void> {
-  const sharedData = (session: WebSession, tab: 'profile' | 'integrations') => {
-    const graceEnd = graceEndsAt(session.user, config);
-    return { session, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
-  };
+export async function accountSettingsRoutes(web: App, ctx: AppContext): Promise<void> {
+  profileRoutes(web, ctx);
+  integrationRoutes(web, ctx);
+}
 
-  async function sendIntegrations(
-    reply: FastifyReply,
-    session: WebSession,
-    extra: { newKey?: { name: string; key: string }; nameError?: string; notice?: string; name?: string } = {},
-    status = 200,
-  ) {
-    const rows = await liveApiKeys(db, session.user.id);
-    const keys = rows.map((row) => ({
-      ...toApiKey(row),
-      created: formatForUser(row.created_at, session.user.time_zone),
-      lastUsed: formatForUser(row.last_used_at, session.user.time_zone),
-    }));
-    return sendPage(
-      reply,
-      'settings-integrations',
-      { title: 'Integrations', ...sharedData(session, 'integrations'), keys, ...extra },
-      status,
-    );
-  }
+/** What every tab of the settings shows: the session, the tab, and the end of a cancelled account's grace period. */
+function tabData(session: WebSession, tab: 'profile' | 'integrations', config: AppContext['config']) {
+  const graceEnd = graceEndsAt(session.user, config);
+  return { session, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
+}
 
+/** The profile tab: who the user is, and the sender identity of their emails. */
+function profileRoutes(web: App, { database: { db }, config, clock }: AppContext): void {
   web.get('/account/settings', { schema: PAGE_SCHEMA }, async (request, reply) => {
     const session = request.webSession;
     if (!session) return reply.redirect('/login', 303);
@@ -63,7 +49,7 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
     return sendPage(
       reply,
       'settings-profile',
-      { title: 'Profile', ...sharedData(session, 'profile'), user: session.user, sender, ...extra },
+      { title: 'Profile', ...tabData(session, 'profile', config), user: session.user, sender, ...extra },
       status,
     );
   }
@@ -90,6 +76,29 @@ export async function accountSettingsRoutes(web: App, { database: { db }, config
     }
     return reply.redirect('/account/settings?saved', 303);
   });
+}
+
+/** The integrations tab: the user's live API keys, a new one made, one revoked. */
+function integrationRoutes(web: App, { database: { db }, config, clock }: AppContext): void {
+  async function sendIntegrations(
+    reply: FastifyReply,
+    session: WebSession,
+    extra: { newKey?: { name: string; key: string }; nameError?: string; notice?: string; name?: string } = {},
+    status = 200,
+  ) {
+    const rows = await liveApiKeys(db, session.user.id);
+    const keys = rows.map((row) => ({
+      ...toApiKey(row),
+      created: formatForUser(row.created_at, session.user.time_zone),
+      lastUsed: formatForUser(row.last_used_at, session.user.time_zone),
+    }));
+    return sendPage(
+      reply,
+      'settings-integrations',
+      { title: 'Integrations', ...tabData(session, 'integrations', config), keys, ...extra },
+      status,
+    );
+  }
 
   web.get(
     INTEGRATIONS,
