@@ -26,13 +26,20 @@ const FORM_LIMIT = 256 * 1024;
  * and JSON is read raw, as the signature covers the exact bytes.
  */
 export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
-  const { db } = ctx.database;
-  const tags = CALLBACK_TAGS;
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, body, done) =>
     done(null, new URLSearchParams(body as string)),
   );
   readJsonRaw(app);
+  slybroadcastDispositions(app, ctx);
+  dropCowboyWebhooks(app, ctx);
+  dropCowboyCallbacks(app, ctx);
+}
 
+const tags = CALLBACK_TAGS;
+
+/** Slybroadcast's dispositions: a form of `var` lines, to the URL with the secret token. */
+function slybroadcastDispositions(app: App, ctx: AppContext): void {
+  const { db } = ctx.database;
   for (const { url, legacy } of callbackPaths('slybroadcast/:token'))
     app.post(
       url,
@@ -69,7 +76,11 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
         return reply.type('text/plain; charset=utf-8').send('OK');
       },
     );
+}
 
+/** Drop Cowboy's signed webhooks: statuses and receipts, matched to deliveries by number. */
+function dropCowboyWebhooks(app: App, ctx: AppContext): void {
+  const { db } = ctx.database;
   for (const { url, legacy } of callbackPaths('dropcowboy'))
     app.post(
       url,
@@ -115,7 +126,11 @@ export async function voicemailWebhookRoutes(app: App, ctx: AppContext): Promise
         return result;
       },
     );
+}
 
+/** Drop Cowboy's per-send callback: the result of one delivery, to the URL with its token. */
+function dropCowboyCallbacks(app: App, ctx: AppContext): void {
+  const { db } = ctx.database;
   for (const { url, legacy } of callbackPaths('dropcowboy/callback/:token'))
     app.post(
       url,
