@@ -264,100 +264,120 @@ export function finishDocument(doc: Json, options: { generatedCertificate?: stri
   schemas.ValidationProblem = VALIDATION_PROBLEM;
   schemas.FieldErrors = FIELD_ERRORS;
 
-  const readOnlyByTitle = new Map<string, Set<string>>();
-  const seenIds = new Map<string, string>();
-  const usedTags = new Set<string>();
-
+  const seen: Seen = { readOnlyByTitle: new Map(), operationIds: new Map(), tags: new Set() };
   for (const [path, item] of Object.entries(doc.paths ?? {}) as [string, Json][]) {
     for (const [method, shared] of Object.entries(item) as [string, Json][]) {
       if (!VERBS[method]) continue;
       // GET and HEAD of one route share their objects.
       const op: Json = structuredClone(shared);
       item[method] = op;
-      if (method === 'head' && op.operationId) op.operationId = `head${pascal(op.operationId)}`;
-      op.operationId ??= operationIdFor(method, path);
-      const clash = seenIds.get(op.operationId);
-      if (clash)
-        throw new Error(`operationId ${op.operationId} of ${method.toUpperCase()} ${path} is also ${clash}'s; set one on the route`);
-      seenIds.set(op.operationId, `${method.toUpperCase()} ${path}`);
-      op.description ??= op.summary;
-      for (const tag of op.tags ?? []) usedTags.add(tag);
-      const authenticated = !(Array.isArray(op.security) && op.security.length === 0);
-
-      // Request bodies: the read-only fields WritableBody ignores (`{}`) stay declared, marked readOnly (ignored when sent).
-      const readOnly = new Set<string>();
-      for (const media of Object.values(op.requestBody?.content ?? {}) as Json[]) {
-        const properties: Json | undefined = media.schema?.properties;
-        for (const [name, schema] of Object.entries(properties ?? {})) {
-          if (schema && typeof schema === 'object' && Object.keys(schema).length === 0) {
-            readOnly.add(name);
-            // Declared, so that what a read answers can be sent back as the server allows.
-            if (properties) properties[name] = { readOnly: true, description: 'Read-only: ignored when sent' };
-          }
-        }
-        // A form read part by part declares no `type` (so the parsed body is not checked); it is an object all the same.
-        if (media.schema?.properties && media.schema.type === undefined) media.schema = { type: 'object', ...media.schema };
-      }
-      // Every authenticated POST takes an Idempotency-Key (idempotency.ts).
-      const idempotent = authenticated && method === 'post';
-      if (idempotent) op.parameters = [...(op.parameters ?? []), { $ref: '#/components/parameters/IdempotencyKey' }];
-
-      op.responses ??= {};
-      const responses: Json = op.responses;
-      if (!Object.keys(responses).some((code) => code.startsWith('2') || code.startsWith('3'))) responses[200] = {};
-      for (const [status, response] of Object.entries(responses) as [string, Json][]) {
-        const code = Number(status);
-        if (code >= 200 && code < 300) {
-          if (!response.description || response.description === 'Default Response') response.description = successDescription(code, op);
-          const headers: Json = { ...(response.headers ?? {}), 'X-Request-Id': headerRef('X-Request-Id') };
-          if (code === 201) headers.Location = headerRef('Location');
-          // Every answer is counted against a rate limit: its key's, or its address's (rate-limit.ts).
-          for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
-          if (idempotent) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
-          response.headers = headers;
-          // HEAD answers carry the headers of GET without its body.
-          if (method === 'head') delete response.content;
-          for (const media of Object.values(response.content ?? {}) as Json[]) {
-            const title = media.schema?.title ?? media.schema?.properties?.data?.items?.title;
-            if (title && readOnly.size > 0) {
-              const names = readOnlyByTitle.get(title) ?? new Set<string>();
-              for (const name of readOnly) names.add(name);
-              readOnlyByTitle.set(title, names);
-            }
-          }
-        }
-      }
-      const hasBody = Boolean(op.requestBody);
-      const errorStatuses = new Set([
-        ...Object.keys(responses)
-          .map(Number)
-          .filter((code) => code >= 400),
-        ...standardErrors(method, path, hasBody, authenticated),
-      ]);
-      for (const code of [...errorStatuses].sort()) {
-        // A page for people (the unsubscribe page's 404) keeps the content its route declares.
-        const own: Json | undefined = responses[code];
-        if (own?.content && Object.keys(own.content).every((type) => !type.includes('json'))) {
-          own.headers = { 'X-Request-Id': headerRef('X-Request-Id'), ...(own.headers ?? {}) };
-          if (!UNCOUNTED.has(code)) for (const name of RATE_LIMIT_HEADERS) own.headers[name] = headerRef(name);
-          continue;
-        }
-        const known = ERROR_RESPONSES[code];
-        if (!known) throw new Error(`${method.toUpperCase()} ${path} answers ${code}, which the document does not describe`);
-        components.responses[known.name] ??= errorResponse(code, known);
-        responses[code] = { $ref: `#/components/responses/${known.name}` };
-      }
-      op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
-      op['x-codeSamples'] = codeSamples(method, path, op, authenticated, options.generatedCertificate);
+      finishOperation(op, method, path, components, seen);
+      op['x-codeSamples'] = codeSamples(method, path, op, isAuthenticated(op), options.generatedCertificate);
     }
   }
 
   doc.webhooks = webhookOperations();
-  usedTags.add('Webhook events');
-  hoistNamedSchemas(doc, schemas, readOnlyByTitle);
+  seen.tags.add('Webhook events');
+  hoistNamedSchemas(doc, schemas, seen.readOnlyByTitle);
   const described = new Map(TAGS.map((tag) => [tag.name, tag]));
-  doc.tags = [...usedTags].sort().map((name) => described.get(name) ?? { name, description: name });
+  doc.tags = [...seen.tags].sort().map((name) => described.get(name) ?? { name, description: name });
   return doc;
+}
+
+/** What the operations seen so far have told: each body schema's read-only fields (by title), the operation ids taken, the tags used. */
+interface Seen {
+  readOnlyByTitle: Map<string, Set<string>>;
+  operationIds: Map<string, string>;
+  tags: Set<string>;
+}
+
+const isAuthenticated = (op: Json) => !(Array.isArray(op.security) && op.security.length === 0);
+
+/** One operation: its id and description, its read-only body fields, the Idempotency-Key, and its answers. */
+function finishOperation(op: Json, method: string, path: string, components: Json, seen: Seen): void {
+  if (method === 'head' && op.operationId) op.operationId = `head${pascal(op.operationId)}`;
+  op.operationId ??= operationIdFor(method, path);
+  const clash = seen.operationIds.get(op.operationId);
+  if (clash) throw new Error(`operationId ${op.operationId} of ${method.toUpperCase()} ${path} is also ${clash}'s; set one on the route`);
+  seen.operationIds.set(op.operationId, `${method.toUpperCase()} ${path}`);
+  op.description ??= op.summary;
+  for (const tag of op.tags ?? []) seen.tags.add(tag);
+  const authenticated = isAuthenticated(op);
+  const readOnly = markReadOnlyFields(op);
+  // Every authenticated POST takes an Idempotency-Key (idempotency.ts).
+  const idempotent = authenticated && method === 'post';
+  if (idempotent) op.parameters = [...(op.parameters ?? []), { $ref: '#/components/parameters/IdempotencyKey' }];
+
+  op.responses ??= {};
+  const responses: Json = op.responses;
+  if (!Object.keys(responses).some((code) => code.startsWith('2') || code.startsWith('3'))) responses[200] = {};
+  for (const [status, response] of Object.entries(responses) as [string, Json][]) {
+    const code = Number(status);
+    if (code >= 200 && code < 300) finishSuccess(response, code, op, method, idempotent);
+    if (code >= 200 && code < 300 && readOnly.size > 0) {
+      for (const media of Object.values(response.content ?? {}) as Json[]) {
+        const title = media.schema?.title ?? media.schema?.properties?.data?.items?.title;
+        if (!title) continue;
+        const names = seen.readOnlyByTitle.get(title) ?? new Set<string>();
+        for (const name of readOnly) names.add(name);
+        seen.readOnlyByTitle.set(title, names);
+      }
+    }
+  }
+  const errorStatuses = new Set([
+    ...Object.keys(responses)
+      .map(Number)
+      .filter((code) => code >= 400),
+    ...standardErrors(method, path, Boolean(op.requestBody), authenticated),
+  ]);
+  for (const code of [...errorStatuses].sort()) {
+    // A page for people (the unsubscribe page's 404) keeps the content its route declares.
+    const own: Json | undefined = responses[code];
+    if (own?.content && Object.keys(own.content).every((type) => !type.includes('json'))) {
+      own.headers = { 'X-Request-Id': headerRef('X-Request-Id'), ...(own.headers ?? {}) };
+      if (!UNCOUNTED.has(code)) for (const name of RATE_LIMIT_HEADERS) own.headers[name] = headerRef(name);
+      continue;
+    }
+    const known = ERROR_RESPONSES[code];
+    if (!known) throw new Error(`${method.toUpperCase()} ${path} answers ${code}, which the document does not describe`);
+    components.responses[known.name] ??= errorResponse(code, known);
+    responses[code] = { $ref: `#/components/responses/${known.name}` };
+  }
+  op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/**
+ * The read-only fields WritableBody ignores (`{}`) in an operation's request bodies: they stay
+ * declared, marked readOnly (ignored when sent), so that what a read answers can be sent back as
+ * the server allows. Returns their names.
+ */
+function markReadOnlyFields(op: Json): Set<string> {
+  const readOnly = new Set<string>();
+  for (const media of Object.values(op.requestBody?.content ?? {}) as Json[]) {
+    const properties: Json | undefined = media.schema?.properties;
+    for (const [name, schema] of Object.entries(properties ?? {})) {
+      if (schema && typeof schema === 'object' && Object.keys(schema).length === 0) {
+        readOnly.add(name);
+        if (properties) properties[name] = { readOnly: true, description: 'Read-only: ignored when sent' };
+      }
+    }
+    // A form read part by part declares no `type` (so the parsed body is not checked); it is an object all the same.
+    if (media.schema?.properties && media.schema.type === undefined) media.schema = { type: 'object', ...media.schema };
+  }
+  return readOnly;
+}
+
+/** A 2xx answer: its description, and the headers every answer of its kind carries. */
+function finishSuccess(response: Json, code: number, op: Json, method: string, idempotent: boolean): void {
+  if (!response.description || response.description === 'Default Response') response.description = successDescription(code, op);
+  const headers: Json = { ...(response.headers ?? {}), 'X-Request-Id': headerRef('X-Request-Id') };
+  if (code === 201) headers.Location = headerRef('Location');
+  // Every answer is counted against a rate limit: its key's, or its address's (rate-limit.ts).
+  for (const name of RATE_LIMIT_HEADERS) headers[name] = headerRef(name);
+  if (idempotent) headers['Idempotent-Replayed'] = headerRef('Idempotent-Replayed');
+  response.headers = headers;
+  // HEAD answers carry the headers of GET without its body.
+  if (method === 'head') delete response.content;
 }
 
 /** The Standard Webhooks headers of every post, as header parameters of the `webhooks` operations. */
