@@ -66,55 +66,10 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
   const count = (event: LogEvent) => {
     if (!event.query.sql.includes('rate_limit_counts')) queries++;
   };
-  const kyselyOn = (pool: pg.Pool) => new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
   const schema = config.databaseSchema;
-  let releaseLock = () => {};
-  let db: Db;
-  let requestDb: Db;
-  let embedded: PGlite | undefined;
-  let pool: pg.Pool | undefined;
-
-  if (config.databaseUrl) {
-    const url = config.databaseUrl;
-    const timeout = config.databaseTimeoutMs;
-    const onError = (error: Error) => {
-      const details = { err: { message: error.message, code: (error as { code?: string }).code } };
-      if (log) log.warn(details, 'database connection lost (it is dropped; the next query connects again)');
-      else console.warn('database connection lost:', error.message);
-    };
-    // Workers, migrations, tools: statements may take long (a frozen server makes them wait, which
-    // is how a worker pauses); connecting still gives up in time.
-    const workerPool = pgPool(url, schema, { max: 20, connectionTimeoutMillis: Math.max(timeout, 5_000) }, onError);
-    db = kyselyOn(workerPool);
-    // Requests: the server cancels a statement past the limit; the client stops waiting a little
-    // later, for a frozen server cancels nothing.
-    pool = pgPool(
-      url,
-      schema,
-      { max: 20, connectionTimeoutMillis: timeout, query_timeout: timeout + 250, statementTimeoutMs: timeout },
-      onError,
-    );
-    requestDb = kyselyOn(pool);
-  } else {
-    const dataDir = join(config.dataDir, 'pgdata');
-    releaseLock = acquirePgliteLock(`${dataDir}.lock`);
-    try {
-      // Loaded only here: a process on PostgreSQL never holds PGlite's code (docs/performance.md, "Memory").
-      const [{ PGlite }, { pg_trgm }, { btree_gin }] = await Promise.all([
-        import('@electric-sql/pglite'),
-        import('@electric-sql/pglite/contrib/pg_trgm'),
-        import('@electric-sql/pglite/contrib/btree_gin'),
-      ]);
-      const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 }, extensions: { pg_trgm, btree_gin } });
-      if (schema !== 'public') await pglite.query(`SET search_path TO ${schema}`);
-      embedded = pglite;
-      db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log: count });
-      requestDb = db;
-    } catch (error) {
-      releaseLock();
-      throw error;
-    }
-  }
+  const { db, requestDb, pool, embedded, releaseLock } = config.databaseUrl
+    ? connectPostgres(config.databaseUrl, config, count, log)
+    : await openPglite(config, count);
 
   try {
     await sql`CREATE SCHEMA IF NOT EXISTS ${sql.id(schema)}`.execute(db);
@@ -163,6 +118,61 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
       releaseLock();
     },
   };
+}
+
+/** The two handles and what else a database holds open; on PGlite, one handle serves both. */
+interface Connection {
+  db: Db;
+  requestDb: Db;
+  /** The request pool (PostgreSQL). */
+  pool?: pg.Pool;
+  embedded?: PGlite;
+  releaseLock: () => void;
+}
+
+/** PostgreSQL: a pool for workers, migrations and tools, and one for requests, whose statements are bounded. */
+function connectPostgres(url: string, config: Config, count: (event: LogEvent) => void, log: DatabaseLog | undefined): Connection {
+  const kyselyOn = (pool: pg.Pool) => new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
+  const schema = config.databaseSchema;
+  const timeout = config.databaseTimeoutMs;
+  const onError = (error: Error) => {
+    const details = { err: { message: error.message, code: (error as { code?: string }).code } };
+    if (log) log.warn(details, 'database connection lost (it is dropped; the next query connects again)');
+    else console.warn('database connection lost:', error.message);
+  };
+  // Workers, migrations, tools: statements may take long (a frozen server makes them wait, which
+  // is how a worker pauses); connecting still gives up in time.
+  const workerPool = pgPool(url, schema, { max: 20, connectionTimeoutMillis: Math.max(timeout, 5_000) }, onError);
+  // Requests: the server cancels a statement past the limit; the client stops waiting a little
+  // later, for a frozen server cancels nothing.
+  const pool = pgPool(
+    url,
+    schema,
+    { max: 20, connectionTimeoutMillis: timeout, query_timeout: timeout + 250, statementTimeoutMs: timeout },
+    onError,
+  );
+  return { db: kyselyOn(workerPool), requestDb: kyselyOn(pool), pool, releaseLock: () => {} };
+}
+
+/** PGlite in DATA_DIR/pgdata, locked against a second process opening it. */
+async function openPglite(config: Config, count: (event: LogEvent) => void): Promise<Connection> {
+  const dataDir = join(config.dataDir, 'pgdata');
+  const releaseLock = acquirePgliteLock(`${dataDir}.lock`);
+  try {
+    // Loaded only here: a process on PostgreSQL never holds PGlite's code (docs/performance.md, "Memory").
+    const [{ PGlite }, { pg_trgm }, { btree_gin }] = await Promise.all([
+      import('@electric-sql/pglite'),
+      import('@electric-sql/pglite/contrib/pg_trgm'),
+      import('@electric-sql/pglite/contrib/btree_gin'),
+    ]);
+    const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 }, extensions: { pg_trgm, btree_gin } });
+    if (config.databaseSchema !== 'public') await pglite.query(`SET search_path TO ${config.databaseSchema}`);
+    const db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log: count });
+    return { db, requestDb: db, embedded: pglite, releaseLock };
+  } catch (error) {
+    releaseLock();
+    throw error;
+  }
 }
 
 function pgPool(
