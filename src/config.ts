@@ -90,7 +90,7 @@ export interface Config {
   readonly postmarkWebhook: { readonly user: string; readonly password: string } | undefined;
   /** The open pixel in every email (TRACK_OPENS, default false: docs/decisions.md, "Opens are not tracked by default"). */
   readonly trackOpens: boolean;
-  /** SNS topics whose notifications the SES webhook accepts; empty: any topic. */
+  /** SNS topics whose notifications the SES webhook accepts; empty: the webhook refuses every post. */
   readonly sesTopicArns: readonly string[];
   /** Outbound webhooks (docs/webhooks.md). */
   readonly webhooks: WebhookConfig;
@@ -364,9 +364,21 @@ function mailSettings(read: EnvReader, host: string) {
     trackOpens: read.boolean('TRACK_OPENS', false),
     sendgridWebhookKey,
     postmarkWebhook: postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined,
-    sesTopicArns: Object.freeze(read.list('SES_TOPIC_ARNS')),
+    sesTopicArns: Object.freeze(snsTopicArns(read)),
     inbound: inboundSettings(read, host),
   };
+}
+
+/** SES_TOPIC_ARNS: SNS topic ARNs (`arn:aws:sns:us-east-1:123456789012:hopper-ses`, any AWS partition). */
+function snsTopicArns(read: EnvReader): string[] {
+  const arns = read.list('SES_TOPIC_ARNS');
+  const bad = arns.filter((arn) => !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/.test(arn));
+  if (bad.length > 0) {
+    read.problem(
+      `SES_TOPIC_ARNS must list SNS topic ARNs such as arn:aws:sns:us-east-1:123456789012:hopper-ses (got ${bad.map((arn) => `"${arn}"`).join(', ')})`,
+    );
+  }
+  return arns;
 }
 
 /** SMTP_RELAY, or the relay SMTP_URL's host belongs to (smtp.sendgrid.net, smtp.postmarkapp.com, email-smtp.*.amazonaws.com). */

@@ -231,8 +231,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
-         * @description Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates
+         * Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates, of a topic in SES_TOPIC_ARNS
+         * @description Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates, of a topic in SES_TOPIC_ARNS
          */
         post: operations["receiveCallbackSes"];
         delete?: never;

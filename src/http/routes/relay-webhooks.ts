@@ -57,11 +57,21 @@ export async function relayWebhookRoutes(app: App, ctx: AppContext): Promise<voi
         schema: {
           hide: legacy,
           tags: CALLBACK_TAGS,
-          summary: 'Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates',
+          summary:
+            'Amazon SES bounce and complaint notifications through an SNS HTTPS subscription; the SNS signature authenticates, of a topic in SES_TOPIC_ARNS',
           response: { 200: EventReceipt, ...problems(400, 403, 413, 415) },
         },
       },
       async (request) => {
+        // Without the operator's list of topics, any topic SNS signs would do — one made in anyone's
+        // AWS account included (issue 36): refused before anything is read, as Postmark without credentials.
+        const topics = ctx.config.sesTopicArns;
+        if (topics.length === 0) {
+          throw new HttpError(
+            'webhook_not_configured',
+            "The SES webhook is not set up on this server: its operator must set SES_TOPIC_ARNS to the ARNs of the SNS topics of the account's SES notifications.",
+          );
+        }
         let body: unknown = request.body;
         if (typeof body === 'string') {
           try {
@@ -77,8 +87,7 @@ export async function relayWebhookRoutes(app: App, ctx: AppContext): Promise<voi
           throw new HttpError('invalid_signature', `The post is not a message signed by Amazon SNS (${check.reason}).`);
         }
         const message = check.message;
-        const topics = ctx.config.sesTopicArns;
-        if (topics.length > 0 && !topics.includes(message.TopicArn)) {
+        if (!topics.includes(message.TopicArn)) {
           throw new HttpError('forbidden', 'Notifications of this SNS topic are not accepted here (SES_TOPIC_ARNS).');
         }
         if (message.Type === 'SubscriptionConfirmation') {
