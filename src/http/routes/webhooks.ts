@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import type { AppContext } from '../../app-context.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Id, Success } from '../../json-schema.ts';
 import {
@@ -27,16 +28,27 @@ import {
   webhookDeliveryOf,
 } from '../../webhooks/endpoints.ts';
 import { ResendBody, ResendResult, WebhookEventQuery, WebhookEventRecord } from '../../webhooks/event-schemas.ts';
-import type { RoutePlugin } from '../fastify-types.ts';
+import type { App, RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
 
+const tags = ['Webhooks'];
+const errors = problems(...AUTHENTICATED_ERRORS);
+
 /** Outbound webhook endpoints (docs/webhooks.md): owned like contacts; the secret is shown once. */
-export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
-  const tags = ['Webhooks'];
-  const errors = problems(...AUTHENTICATED_ERRORS);
-  const rules = { allowHttp: config.webhooks.allowHttp, allowPrivate: config.webhooks.allowPrivate };
+export const webhookRoutes: RoutePlugin = async (app, ctx) => {
+  const { db } = ctx.database;
   const found = async (principal: Principal, id: number) => requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id);
+  endpointRoutes(app, ctx, found);
+  historyRoutes(app, ctx, found);
+};
+
+/** Finds the endpoint a route names, with its owner: reachable by the caller, or a 403/404. */
+type FindEndpoint = (principal: Principal, id: number) => Promise<NonNullable<Awaited<ReturnType<typeof findWebhookEndpoint>>>>;
+
+/** The endpoints themselves: list, register, read, change, delete, a new secret, a test event. */
+function endpointRoutes(app: App, { database: { db }, config, clock }: AppContext, found: FindEndpoint): void {
+  const rules = { allowHttp: config.webhooks.allowHttp, allowPrivate: config.webhooks.allowPrivate };
   const reachable = async (principal: Principal, id: number) => (await found(principal, id)).row;
 
   app.get(
@@ -146,6 +158,11 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       return reply.code(202).send({ delivery_id: id });
     },
   );
+}
+
+/** What was sent to an endpoint and sending it again: its deliveries, one delivery, the user's events, a resend. */
+function historyRoutes(app: App, { database: { db }, config, clock }: AppContext, found: FindEndpoint): void {
+  const reachable = async (principal: Principal, id: number) => (await found(principal, id)).row;
 
   app.get(
     '/webhooks/:id/deliveries',
@@ -220,4 +237,4 @@ export const webhookRoutes: RoutePlugin = async (app, { database: { db }, config
       return reply.code(202).send(await resendToEndpoint(db, row, owner, request.body, limits));
     },
   );
-};
+}
