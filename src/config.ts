@@ -238,8 +238,10 @@ class EnvReader {
   integer(name: string, fallback: number, min: number, max: number): number {
     const value = this.text(name) ?? String(fallback);
     const n = Number(value);
-    if (!/^\d+$/.test(value) || n < min || n > max) this.problem(`${name} must be an integer from ${min} to ${max} (got "${value}")`);
-    return n;
+    if (/^\d+$/.test(value) && n >= min && n <= max) return n;
+    this.problem(`${name} must be an integer from ${min} to ${max} (got "${value}")`);
+    // The default stands in, so that what is derived from it (RATE_LIMIT_PER_USER) blames no one else.
+    return fallback;
   }
 
   duration(name: string, fallback: string): number {
@@ -265,11 +267,15 @@ class EnvReader {
       .filter(Boolean);
   }
 
-  /** A URL of one of `schemes` (`postgres` accepts postgresql:// too), or undefined when unset. */
+  /**
+   * A URL of one of `schemes` (`postgres` accepts postgresql:// too); undefined when unset, or when
+   * not such a URL (a problem then, which does not repeat it: it may hold a password).
+   */
   url(name: string, schemes: string, form: string): string | undefined {
     const value = this.text(name);
-    if (value && !new RegExp(`^(${schemes}):\\/\\/`).test(value)) this.problem(`${name} must be ${form}`);
-    return value;
+    if (!value || new RegExp(`^(${schemes}):\\/\\/`).test(value)) return value;
+    this.problem(`${name} must be ${form}`);
+    return undefined;
   }
 
   /** A provider's settings: all of its credentials, or none (not configured); the URL has a default. */
@@ -291,8 +297,12 @@ class EnvReader {
 /** The process: where it listens and keeps its data, its role, TLS, the first Administrator, logging. */
 function serverSettings(read: EnvReader) {
   const port = read.integer('PORT', 8443, 0, 65_535);
-  const publicUrl = (read.text('PUBLIC_URL') ?? `https://localhost:${port}`).replace(/\/+$/, '');
-  if (!isHttpUrl(publicUrl)) read.problem('PUBLIC_URL must be an absolute http(s) URL such as https://hopper.example.com');
+  const publicUrlText = read.text('PUBLIC_URL');
+  const publicUrl = (publicUrlText ?? `https://localhost:${port}`).replace(/\/+$/, '');
+  // Only a PUBLIC_URL given is judged: the default is made of PORT, whose own problem says what is wrong.
+  if (publicUrlText !== undefined && !isHttpUrl(publicUrl)) {
+    read.problem(`PUBLIC_URL must be an absolute http(s) URL such as https://hopper.example.com (got "${publicUrlText}")`);
+  }
   const tlsCertFile = read.text('TLS_CERT_FILE');
   const tlsKeyFile = read.text('TLS_KEY_FILE');
   if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile)) read.problem('TLS_CERT_FILE and TLS_KEY_FILE must be set together (PEM files)');

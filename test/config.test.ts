@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { generateApiKey } from '../src/api-key-format.ts';
 import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
@@ -167,5 +169,30 @@ describe('configuration', () => {
     assert.doesNotThrow(() => loadConfig({}));
     // Names that merely contain "localhost" are real hosts.
     assert.equal(problem({ PUBLIC_URL: 'https://localhost-realty.com', MAIL_FROM: 'a@mylocalhost.example' }), '');
+  });
+});
+
+describe('one bad value, one problem', () => {
+  /** Every variable of the README's configuration table. */
+  const README_VARIABLES = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .flatMap((line) => [...(line.split('|')[1] ?? '').matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1] as string));
+
+  test('a value no variable accepts is reported once, against that variable alone (PORT=abc does not blame PUBLIC_URL)', () => {
+    assert.ok(README_VARIABLES.length > 60, `the table was read: ${README_VARIABLES.length} variables`);
+    for (const name of README_VARIABLES) {
+      for (const value of ['abc', '-1']) {
+        let problems: string[] = [];
+        try {
+          loadConfig({ [name]: value });
+        } catch (error) {
+          assert.ok(error instanceof ConfigError, `${name}=${value}: ${String(error)}`);
+          problems = error.message.split('\n  - ').slice(1);
+        }
+        assert.ok(problems.length <= 1, `${name}=${value} is one problem, not ${problems.length}:\n${problems.join('\n')}`);
+        for (const problem of problems) assert.match(problem, new RegExp(`\\b${name}\\b`), `${name}=${value} is blamed on ${name}`);
+      }
+    }
   });
 });
