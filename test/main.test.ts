@@ -21,13 +21,15 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function start(env: Record<string, string>, command: [string, ...string[]] = [process.execPath, MAIN]): Started {
+/** Starts `command` (Hopper itself by default); `detached`: in a process group of its own, as a terminal runs it. */
+function start(env: Record<string, string>, command: [string, ...string[]] = [process.execPath, MAIN], detached = false): Started {
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
   const [file, ...args] = command;
   const child = spawn(file, args, {
     cwd: join(import.meta.dirname, '..'),
     env: { ...inherited, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
   });
   let output = '';
   child.stdout?.on('data', (chunk) => {
@@ -72,6 +74,15 @@ async function waitForHealth(port: number, dataDir: string, since: number, deadl
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error('Hopper did not answer /health in time');
+}
+
+/** Polls `done` every 25 ms, for 30 s at most. */
+async function waitFor(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }
 
 async function stop(started: Started): Promise<number | null> {
@@ -157,11 +168,33 @@ describe('npm start (src/main.ts)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  test('with PORT taken, the first start exits 2 naming PORT before it creates anything; a HOST not of this machine names HOST', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    t.after(() => taken.close());
+    const port = (taken.address() as { port: number }).port;
+    const blocked = start({ DATA_DIR: dir, PORT: String(port) });
+    assert.equal(await blocked.exited, 2, blocked.output());
+    assert.equal(
+      blocked.output(),
+      `Cannot listen on 127.0.0.1:${port}: another program is using port ${port}. ` +
+        'Set PORT to a free port (PORT=8444 npm start), or stop the other program. Nothing was created.\n',
+    );
+    assert.ok(!existsSync(join(dir, 'pgdata')), 'no database, so no Administrator whose key was never shown');
+
+    const elsewhere = start({ DATA_DIR: dir, PORT: String(port), HOST: '192.0.2.1' });
+    assert.equal(await elsewhere.exited, 2, elsewhere.output());
+    assert.match(elsewhere.output(), /^Cannot listen on 192\.0\.2\.1:\d+: HOST is not an address of this machine\. Set HOST to/);
+  });
+
   test('invalid configuration exits with code 2 and names the variable', async () => {
     const bad = start({ DATA_DIR: dataDir, PORT: 'eighty', ROLE: 'worker' });
     assert.equal(await bad.exited, 2);
     assert.match(bad.output(), /PORT must be an integer/);
     assert.match(bad.output(), /ROLE=worker needs DATABASE_URL/);
+    assert.doesNotMatch(bad.output(), /PUBLIC_URL/, 'the default PUBLIC_URL is not blamed for PORT');
   });
 
   test('with SMTP_URL set and PUBLIC_URL / MAIL_FROM left at localhost, start-up exits with code 2 naming both', async () => {
@@ -170,6 +203,81 @@ describe('npm start (src/main.ts)', () => {
     assert.match(bad.output(), /SMTP_URL is set/);
     assert.match(bad.output(), /PUBLIC_URL \(https:\/\/localhost:\d+, the default\)/);
     assert.match(bad.output(), /MAIL_FROM \(Hopper <no-reply@localhost>, the default\)/);
+  });
+});
+
+/** The JSON log lines of `output` whose message is `msg`. */
+function logLines(output: string, msg: string): Record<string, unknown>[] {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((entry) => entry.msg === msg);
+}
+
+describe('Ctrl-C', () => {
+  // docs/operations.md, "Stopping Hopper". CTRL_C_TRIALS=10 repeats the first test ten times.
+  const trials = Number(process.env.CTRL_C_TRIALS ?? 2);
+
+  test(`SIGINT to the process group of npm start (npm forwards it a second time) drains and logs the stop, ${trials} times in a row`, async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const times: string[] = [];
+    for (let trial = 1; trial <= trials; trial++) {
+      const port = await freePort();
+      const started = start({ DATA_DIR: dir, PORT: String(port), LOG_LEVEL: 'info' }, ['npm', 'start', '--silent'], true);
+      const group = started.child.pid as number;
+      t.after(() => {
+        if (started.child.exitCode === null) process.kill(-group, 'SIGKILL');
+      });
+      await waitForHealth(port, dir, Date.now(), 120_000);
+      const since = performance.now();
+      process.kill(-group, 'SIGINT');
+      const code = await started.exited;
+      const exitedMs = Math.round(performance.now() - since);
+      const output = started.output();
+      assert.equal(code, 0, `trial ${trial}: npm and Hopper exit 0:\n${output}`);
+      assert.equal(logLines(output, 'stopping').length, 1, `trial ${trial}: one "stopping" line:\n${output}`);
+      const [stopped] = logLines(output, 'stopped');
+      assert.ok(stopped, `trial ${trial}: the "stopped" line, after the drain:\n${output}`);
+      assert.doesNotMatch(output, /stopped at once/, `trial ${trial}: npm's second SIGINT is not taken for another Ctrl-C`);
+      assert.ok(!existsSync(join(dir, 'pgdata.lock')), `trial ${trial}: the database was closed and its lock released`);
+      times.push(`stopped in ${stopped.ms} ms, exited in ${exitedMs} ms`);
+    }
+    t.diagnostic(`Ctrl-C trials: ${times.join('; ')}`);
+  });
+
+  test('a second SIGINT, a second or more after the first, stops at once (exit 130) a stop held by a request in flight', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const port = await freePort();
+    const key = generateApiKey();
+    const env = { DATA_DIR: dir, PORT: String(port), BOOTSTRAP_ADMIN_KEY: key, SHUTDOWN_TIMEOUT: '120s', LOG_LEVEL: 'debug' };
+    const started = start(env);
+    t.after(() => started.child.kill('SIGKILL'));
+    await waitForHealth(port, dir, Date.now(), 120_000);
+    // A request whose body never ends: the drain waits for it (SHUTDOWN_TIMEOUT, two minutes here).
+    const ca = await readFile(join(dir, 'tls', 'cert.pem'), 'utf8');
+    const pending = https.request(`https://localhost:${port}/v3/teams`, {
+      method: 'POST',
+      ca,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': '100' },
+    });
+    pending.on('error', () => {});
+    pending.write('{"name":');
+    t.after(() => pending.destroy());
+    await waitFor(() => logLines(started.output(), 'incoming request').some((line) => JSON.stringify(line).includes('/v3/teams')));
+    started.child.kill('SIGINT');
+    await waitFor(() => logLines(started.output(), 'stopping').length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    assert.equal(started.child.exitCode, null, 'still draining: the request holds the stop');
+    const since = performance.now();
+    started.child.kill('SIGINT');
+    assert.equal(await started.exited, 130);
+    const ms = Math.round(performance.now() - since);
+    t.diagnostic(`exited ${ms} ms after the second SIGINT`);
+    assert.ok(ms < 30_000, `at once, not after SHUTDOWN_TIMEOUT (${ms} ms)`);
+    assert.equal(logLines(started.output(), 'stopped at once: a second signal came while stopping').length, 1, started.output());
   });
 });
 
