@@ -383,6 +383,44 @@ export async function firstActiveAdministrator(db: Db): Promise<{ id: number } |
     .executeTakeFirst();
 }
 
+/** The live user with this email (in any case), for the operator's `npm run admin`. */
+export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+/** The active Administrators, oldest first, with how each can act: a password, live API keys. */
+export async function activeAdministrators(db: Db) {
+  return db
+    .selectFrom('users as u')
+    .select((eb) => [
+      'u.id',
+      'u.email',
+      eb('u.password_hash', 'is not', null).as('has_password'),
+      eb
+        .selectFrom('api_keys as k')
+        .select((k) => k.fn.countAll<string>().as('n'))
+        .whereRef('k.user_id', '=', 'u.id')
+        .where('k.revoked_at', 'is', null)
+        .as('live_keys'),
+    ])
+    .where(sql<boolean>`'Administrator' = ANY (u.roles)`)
+    .where('u.status', '=', 'Active')
+    .where('u.deleted_at', 'is', null)
+    .orderBy('u.id')
+    .execute();
+}
+
+/** Sets a user's password (already hashed) and ends their web sessions, as a new password does through the API. */
+export async function setPasswordHash(db: Db, userId: number, passwordHash: string, now: Date): Promise<void> {
+  await updateUser(db, userId, { password_hash: passwordHash }, now);
+  await endUserSessions(db, userId);
+}
+
 /** Makes a user an active Administrator again, whatever happened to them (cancelled, deleted, demoted); nothing when they are one. */
 export async function reinstateAdministrator(db: Db, userId: number, now: Date): Promise<void> {
   await db
