@@ -40,11 +40,12 @@ function redactUrl(url: string): string {
 }
 
 /**
- * The one logger of a process (JSON lines, pino), shared by the HTTP layer — which adds a `reqId`
- * to every line of a request — and the workers. Secrets never reach it: headers are not logged,
- * capability tokens in URLs are redacted (redactUrl), and an API key anywhere in a line is.
+ * The one logger of a process (pino), shared by the HTTP layer — which adds a `reqId` to every line
+ * of a request — and the workers: JSON lines, or on a terminal the same lines made readable
+ * (terminalLines). Secrets never reach it: headers are not logged, capability tokens in URLs are
+ * redacted (redactUrl), and an API key anywhere in a line is.
  */
-export function createLogger(config: Config, stream?: NodeJS.WritableStream) {
+export function createLogger(config: Config, stream?: LogStream) {
   return pino(
     {
       level: config.logLevel,
@@ -63,8 +64,46 @@ export function createLogger(config: Config, stream?: NodeJS.WritableStream) {
       // validation error, a message) never reaches the log.
       hooks: { streamWrite: (line: string) => line.replace(API_KEY_IN_TEXT, 'hop_[redacted]') },
     },
-    stream ?? bufferedStdout(),
+    stream ?? (process.stdout.isTTY ? terminalLines(process.stdout) : bufferedStdout()),
   );
+}
+
+type LogStream = { write(line: string): unknown };
+
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO ', 40: 'WARN ', 50: 'ERROR', 60: 'FATAL' };
+/** Fields every line has, or that the readable line shows in its own place. */
+const SHOWN_APART = new Set(['time', 'level', 'msg', 'pid', 'hostname', 'err']);
+
+/**
+ * Log lines for a person at a terminal, written to `out` as they come: the local time to the
+ * millisecond, the level, the message, then the other fields as `name=value` (nested ones dotted:
+ * `req.url=/health`), and an error's stack indented below. Piped or redirected, the process
+ * writes JSON lines instead, for a log collector.
+ */
+export function terminalLines(out: { write(text: string): unknown }): LogStream {
+  return { write: (line: string) => out.write(readableLine(line)) };
+}
+
+function readableLine(json: string): string {
+  const entry = JSON.parse(json) as Record<string, unknown>;
+  const time = new Date(entry.time as number);
+  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+  const clock = `${pad(time.getHours())}:${pad(time.getMinutes())}:${pad(time.getSeconds())}.${pad(time.getMilliseconds(), 3)}`;
+  const fields: string[] = [];
+  const add = (name: string, value: unknown) => {
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      for (const [key, inner] of Object.entries(value)) add(`${name}.${key}`, inner);
+    } else {
+      fields.push(`${name}=${typeof value === 'string' && /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)}`);
+    }
+  };
+  for (const [name, value] of Object.entries(entry)) if (!SHOWN_APART.has(name)) add(name, value);
+  const err = entry.err as { message?: string; stack?: string } | undefined;
+  if (err?.message) fields.push(`err=${JSON.stringify(err.message)}`);
+  const frames = (err?.stack ?? '').split('\n').slice(1);
+  const stack = frames.map((frame) => `\n    ${frame.trim()}`).join('');
+  const level = LEVELS[entry.level as number] ?? String(entry.level);
+  return `${clock} ${level} ${String(entry.msg ?? '')}${fields.length > 0 ? `  ${fields.join(' ')}` : ''}${stack}\n`;
 }
 
 /**
