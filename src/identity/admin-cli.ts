@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { generateApiKey } from '../api-key-format.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { type DatabaseHandle, openDatabase } from '../db/database.ts';
 import { DatabaseInUseError } from '../db/pglite-lock.ts';
@@ -19,6 +20,7 @@ const USAGE = `usage: npm run admin -- COMMAND
   create-key EMAIL [--name TEXT]   mint an API key for the Administrator EMAIL (made one if no user has EMAIL)
   set-password EMAIL               give user EMAIL a new web sign-in password (their browsers are signed out)
   list                             the active Administrators, with their keys and whether they have a password
+  generate-key                     print a new key, stored nowhere: a value for BOOTSTRAP_ADMIN_KEY
 With the embedded database (no DATABASE_URL), stop Hopper first: PGlite allows one process at a time.`;
 
 class UsageError extends Error {}
@@ -34,6 +36,10 @@ async function run(argv: string[]): Promise<void> {
   const [command, email, ...rest] = positionals;
   if (values.help) {
     console.log(USAGE);
+    return;
+  }
+  if (command === 'generate-key' && positionals.length === 1) {
+    console.log(generateApiKey());
     return;
   }
   const needsEmail = command === 'create-key' || command === 'set-password';

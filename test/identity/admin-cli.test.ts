@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { sql } from 'kysely';
+import { parseApiKey } from '../../src/api-key-format.ts';
 import { loadConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { verifyPassword } from '../../src/identity/passwords.ts';
@@ -100,6 +101,8 @@ test('create-key and set-password let the operator in, on an empty database and 
   const listed = await admin(env, 'list');
   assert.match(listed.stdout, /^\d+\tadmin@localhost\t1 live API key\tpassword set\n$/);
   assert.equal((await admin(env, 'create-key')).code, 2, 'a usage error');
+  const generated = await admin(env, 'generate-key');
+  assert.ok(parseApiKey(generated.stdout.trim()), `a well-formed key: ${generated.stdout}`);
 
   // A start on this database creates no one and shows nothing: the key made above is the way in.
   const hopper = startHopper(env);
