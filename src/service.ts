@@ -8,7 +8,7 @@ import { DatabaseInUseError } from './db/pglite-lock.ts';
 import type { App } from './http/fastify-types.ts';
 import { type BootstrapResult, bootstrapAdministrator } from './identity/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
-import { systemClock } from './time.ts';
+import { realTimeMs, systemClock } from './time.ts';
 import { loadTls } from './tls.ts';
 import type { Workers } from './workers.ts';
 
@@ -40,11 +40,11 @@ async function main(): Promise<void> {
   let starting: Promise<void> = Promise.resolve();
   onStopSignals(logger, async () => {
     stopping = true;
-    const since = performance.now();
+    const since = realTimeMs();
     logger.info({ timeoutMs: config.shutdownTimeoutMs }, 'stopping');
     await starting.catch(() => {});
     await stopRunning(running, config);
-    logger.info({ ms: Math.round(performance.now() - since) }, 'stopped');
+    logger.info({ ms: Math.round(realTimeMs() - since) }, 'stopped');
   });
   starting = start(config, logger, running, () => stopping);
   try {
@@ -131,7 +131,7 @@ const SAME_SIGNAL_MS = 1_000;
 function onStopSignals(logger: Logger, stop: () => Promise<void>): void {
   let first: number | undefined;
   const heard = (signal: NodeJS.Signals) => {
-    const now = performance.now();
+    const now = realTimeMs();
     if (first === undefined) {
       first = now;
       stop().then(
@@ -233,15 +233,15 @@ const QUIET_MS = 250;
  */
 async function closeHttp(app: App, timeoutMs: number): Promise<void> {
   const server = app.server;
-  const started = Date.now();
+  const started = realTimeMs();
   let lastRequest = started;
   server.prependListener('request', (_request, response) => {
-    lastRequest = Date.now();
+    lastRequest = realTimeMs();
     response.setHeader('Connection', 'close');
   });
   // The listening socket alone (net.Server's close): http.Server's would also close idle connections now.
   NetServer.prototype.close.call(server);
-  while (Date.now() - lastRequest < QUIET_MS && Date.now() - started < timeoutMs) {
+  while (realTimeMs() - lastRequest < QUIET_MS && realTimeMs() - started < timeoutMs) {
     await new Promise((resolve) => setTimeout(resolve, QUIET_MS / 5));
     // After the sockets' pending reads (the poll phase), not before them.
     await new Promise((resolve) => setImmediate(resolve));
@@ -249,7 +249,7 @@ async function closeHttp(app: App, timeoutMs: number): Promise<void> {
   const closed = app.close();
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), Math.max(0, timeoutMs - (Date.now() - started)));
+    timer = setTimeout(() => resolve('late'), Math.max(0, timeoutMs - (realTimeMs() - started)));
   });
   if ((await Promise.race([closed, late])) === 'late') {
     app.log.warn({ timeoutMs }, 'requests still running at SHUTDOWN_TIMEOUT: their connections are closed');
