@@ -107,10 +107,16 @@ test('create-key and set-password let the operator in, on an empty database and 
   // A start on this database creates no one and shows nothing: the key made above is the way in.
   const hopper = startHopper(env);
   t.after(() => stopHopper(hopper));
-  const ca = await waitFor('the certificate', () => readFile(join(dataDir, 'tls', 'cert.pem'), 'utf8').catch(() => undefined), {
+  // The certificate as the server uses it: read again until whole (it is written while the server starts).
+  const certificate = async () => {
+    const pem = await readFile(join(dataDir, 'tls', 'cert.pem'), 'utf8');
+    if (!pem.includes('END CERTIFICATE')) throw new Error('not written yet');
+    return pem;
+  };
+  const users = await waitFor('Hopper to answer', async () => getJson(`https://localhost:${port}/v3/users`, key, await certificate()), {
     timeoutMs: 60_000,
   });
-  const users = await waitFor('Hopper to answer', () => getJson(`https://localhost:${port}/v3/users`, key, ca), { timeoutMs: 60_000 });
+  const ca = await certificate();
   assert.equal(users.status, 200);
   assert.deepEqual(
     (users.body as { data: { email: string }[] }).data.map((u) => u.email),
