@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import createClient, { type Client } from 'openapi-fetch';
+import createClient, { type Client, type FetchResponse } from 'openapi-fetch';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 // A type-only import, erased at run time: `.js` names the built file that the declarations sit beside.
 import type { components, paths, webhooks } from './schema.js';
@@ -12,26 +12,34 @@ import type { components, paths, webhooks } from './schema.js';
  */
 
 export type Schemas = components['schemas'];
-export type VoicemailDrop = Schemas['VoicemailDrop'];
-export type TemplatedEmail = Schemas['TemplatedEmail'];
-export type Contact = Schemas['Contact'];
-export type Tag = Schemas['Tag'];
-export type Signature = Schemas['Signature'];
-export type TemplatedMessage = Schemas['TemplatedMessage'];
-export type Media = Schemas['Media'];
-export type User = Schemas['User'];
-export type Delivery = Schemas['Delivery'];
-export type TemplatedEmailReply = Schemas['TemplatedEmailReply'];
-export type Team = Schemas['Team'];
-export type ApiKey = Schemas['ApiKey'];
+/**
+ * A schema as openapi-fetch types an answer that holds it (its `Readable`, which leaves out a field
+ * whose only value is `null`, such as a templated email's `exclusions`): so what `unwrap` returns
+ * is assignable to the named type below.
+ */
+type Answered<T> = NonNullable<
+  FetchResponse<{ responses: { 200: { content: { 'application/json': T } } } }, unknown, 'application/json'>['data']
+>;
+export type VoicemailDrop = Answered<Schemas['VoicemailDrop']>;
+export type TemplatedEmail = Answered<Schemas['TemplatedEmail']>;
+export type Contact = Answered<Schemas['Contact']>;
+export type Tag = Answered<Schemas['Tag']>;
+export type Signature = Answered<Schemas['Signature']>;
+export type TemplatedMessage = Answered<Schemas['TemplatedMessage']>;
+export type Media = Answered<Schemas['Media']>;
+export type User = Answered<Schemas['User']>;
+export type Delivery = Answered<Schemas['Delivery']>;
+export type TemplatedEmailReply = Answered<Schemas['TemplatedEmailReply']>;
+export type Team = Answered<Schemas['Team']>;
+export type ApiKey = Answered<Schemas['ApiKey']>;
 /** An API key as created: `key` appears in this answer only. */
-export type NewApiKey = Schemas['NewApiKey'];
-export type Webhook = Schemas['Webhook'];
+export type NewApiKey = Answered<Schemas['NewApiKey']>;
+export type Webhook = Answered<Schemas['Webhook']>;
 /** A webhook endpoint as created or rotated: `secret` appears in these answers only. */
-export type WebhookWithSecret = Schemas['WebhookWithSecret'];
-export type WebhookDelivery = Schemas['WebhookDelivery'];
+export type WebhookWithSecret = Answered<Schemas['WebhookWithSecret']>;
+export type WebhookDelivery = Answered<Schemas['WebhookDelivery']>;
 export type Problem = Schemas['Problem'];
-export type ContactImportResult = Schemas['ContactImportResult'];
+export type ContactImportResult = Answered<Schemas['ContactImportResult']>;
 export type { components, paths, webhooks };
 
 /** The body of every event Hopper posts to a webhook endpoint (the OpenAPI document's `webhooks`), told apart by `type`. */
@@ -44,11 +52,12 @@ export type WebhookEvent =
   | Schemas['EndpointDisabledEvent'];
 export type WebhookEventType = WebhookEvent['type'];
 
-/** An RFC 9457 problem answered by Hopper, thrown by `unwrap` and the iterators. */
+/** An RFC 9457 problem answered by Hopper, thrown by `unwrap` and the iterators; `message` is its `detail`. */
 export class HopperProblem extends Error {
   readonly status: number;
   readonly type: string;
   readonly title: string;
+  readonly detail: string;
   readonly errors: Record<string, string[]> | undefined;
 
   constructor(problem: Problem) {
@@ -57,6 +66,7 @@ export class HopperProblem extends Error {
     this.status = problem.status;
     this.type = problem.type;
     this.title = problem.title;
+    this.detail = problem.detail;
     this.errors = problem.errors;
   }
 }

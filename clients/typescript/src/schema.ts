@@ -1704,14 +1704,14 @@ export interface components {
             /** @description Defaults to the file name without extension */
             name?: string;
             /** @default audio */
-            collection_name: string;
+            collection_name?: string;
         };
         MediaFromUrl: {
             /** @description http(s) address Hopper fetches the file from */
             full_url: string;
             name?: string;
             /** @default audio */
-            collection_name: string;
+            collection_name?: string;
             /** @description Read-only: ignored when sent */
             readonly id?: unknown;
             /** @description Read-only: ignored when sent */
