@@ -21,6 +21,22 @@ interface Started {
   exited: Promise<number | null>;
 }
 
+/** The children started `detached`, each the leader of its own process group. */
+const groupLeaders = new WeakSet<ChildProcess>();
+/** Every process started and not yet gone: killed when the file ends, whatever failed on the way. */
+const running = new Set<ChildProcess>();
+after(() => {
+  for (const child of running) {
+    if (child.pid === undefined) continue;
+    try {
+      // A detached child leads a process group of its own: npm and the Hopper it started go together.
+      process.kill(groupLeaders.has(child) ? -child.pid : child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+});
+
 /** Starts `command` (Hopper itself by default); `detached`: in a process group of its own, as a terminal runs it. */
 function start(env: Record<string, string>, command: [string, ...string[]] = [process.execPath, MAIN], detached = false): Started {
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
@@ -31,6 +47,9 @@ function start(env: Record<string, string>, command: [string, ...string[]] = [pr
     stdio: ['ignore', 'pipe', 'pipe'],
     detached,
   });
+  running.add(child);
+  if (detached) groupLeaders.add(child);
+  child.on('exit', () => running.delete(child));
   let output = '';
   child.stdout?.on('data', (chunk) => {
     output += chunk;
@@ -62,7 +81,7 @@ function get(url: string, ca: string, key?: string): Promise<number> {
 }
 
 /** Polls until /health answers over HTTPS; returns the milliseconds it took from `since`. */
-async function waitForHealth(port: number, dataDir: string, since: number, deadlineMs = 30_000): Promise<number> {
+async function waitForHealth(port: number, dataDir: string, since: number, deadlineMs = 120_000): Promise<number> {
   const deadline = since + deadlineMs;
   while (Date.now() < deadline) {
     try {
@@ -156,7 +175,7 @@ describe('npm start (src/main.ts)', () => {
   test('SIGTERM to the npm process started by `npm start` stops Hopper gracefully within 10 s', async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
     const port = await freePort();
-    const started = start({ DATA_DIR: dir, PORT: String(port) }, ['npm', 'start', '--silent']);
+    const started = start({ DATA_DIR: dir, PORT: String(port) }, ['npm', 'start', '--silent'], true);
     t.after(() => started.child.kill('SIGKILL'));
     // npm itself and a first start on a loaded machine take a while: the 10 s are for stopping.
     await waitForHealth(port, dir, Date.now(), 120_000);
