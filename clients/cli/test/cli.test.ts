@@ -262,6 +262,30 @@ describe('hopper (the CLI)', () => {
     assert.equal(badContact.code, 2);
   });
 
+  test('a reader that exits early (| head, | true) ends hopper quietly with success, not with an EPIPE stack', async () => {
+    const user = { ...env, HOPPER_USER: String(t.adminId) };
+    await unwrap(client.api.POST('/v3/users/{user_id}/tags', { params: { path: { user_id: t.adminId } }, body: { name: 'Piped' } }));
+    const created = await hopper(['emails', 'create', '--subject', 'Piped', '--body', '<p>x</p>', '--tag', 'Piped'], user);
+    assert.equal(created.code, 0, created.stderr);
+    // The reader is gone before hopper writes: `true` reads nothing, `head -c 1` one byte.
+    for (const pipeline of [
+      '"$NODE" "$BIN" --help | true',
+      '"$NODE" "$BIN" emails list | true',
+      '"$NODE" "$BIN" emails list --json | head -c 1',
+    ]) {
+      const run = await new Promise<Run>((resolve) => {
+        execFile(
+          'bash',
+          ['--norc', '--noprofile', '-c', `set -o pipefail; ${pipeline}`],
+          { env: { PATH: process.env.PATH, ...user, NODE: process.execPath, BIN } },
+          (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+      assert.equal(run.code, 0, `${pipeline}: ${run.stderr}`);
+      assert.equal(run.stderr, '', pipeline);
+    }
+  });
+
   test('runs as `npx hopper` from the repository (the workspace bin on Node 24)', async () => {
     const run = await new Promise<Run>((resolve) => {
       const bin = join(ROOT, 'node_modules', '.bin');
