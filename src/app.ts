@@ -10,7 +10,7 @@ import type { UserRow } from './db/schema.ts';
 import { registerAuthentication } from './http/authenticate.ts';
 import { registerJsonBodies } from './http/content-types.ts';
 import type { App } from './http/fastify-types.ts';
-import { PARSER_HEADER_LIMIT, registerHardening, requestId } from './http/hardening.ts';
+import { PARSER_HEADER_LIMIT, proxyTrust, registerHardening, requestId } from './http/hardening.ts';
 import { registerIdempotency } from './http/idempotency.ts';
 import { registerMetrics } from './http/metrics.ts';
 import { registerOpenApi } from './http/openapi.ts';
@@ -100,7 +100,7 @@ function createServer(config: Config, options: AppOptions, secure: boolean): App
     loggerInstance: options.logger ?? createLogger(config, options.logStream),
     logController: new RequestLog(),
     bodyLimit: BODY_LIMIT,
-    trustProxy: config.trustProxy,
+    trustProxy: proxyTrust(config),
     genReqId: (req: IncomingMessage) => requestId(req, randomUUID),
     // Errors the router raises before any hook runs (a malformed URL, an absurdly long id) get
     // the same problem+json shape as everything else.

@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { Resolver } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import proxyAddr from '@fastify/proxy-addr';
 import { parseApiKey } from './api-key-format.ts';
 
 const ROLES = ['all', 'api', 'worker'] as const;
@@ -35,7 +36,13 @@ export interface Config {
   readonly publicUrl: string;
   readonly tlsCertFile: string | undefined;
   readonly tlsKeyFile: string | undefined;
+  /** Behind a TLS-terminating proxy (TRUST_PROXY): plain HTTP, and X-Forwarded-For read for the client's address. */
   readonly trustProxy: boolean;
+  /**
+   * The proxies whose X-Forwarded-For entries are trusted (addresses, CIDRs, or proxy-addr's names
+   * `loopback`, `linklocal`, `uniquelocal`); empty with `trustProxy`: the one that connects to Hopper.
+   */
+  readonly trustedProxies: readonly string[];
   readonly bootstrapAdminKey: string | undefined;
   readonly gracePeriodMs: number;
   readonly smtpUrl: string | undefined;
@@ -326,7 +333,7 @@ function serverSettings(read: EnvReader) {
     publicUrl,
     tlsCertFile,
     tlsKeyFile,
-    trustProxy: read.boolean('TRUST_PROXY', false),
+    ...proxySettings(read),
     bootstrapAdminKey,
     gracePeriodMs: gracePeriodMs ?? 0,
     role: role ?? 'all',
@@ -335,6 +342,34 @@ function serverSettings(read: EnvReader) {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * TRUST_PROXY: `false`; `true`, the one proxy that connects to Hopper (whatever its address); or a
+ * comma list of the proxies' addresses and CIDRs (`10.0.0.0/8, 2001:db8::1`), for a chain of them
+ * or to accept X-Forwarded-For only from these. Each entry is checked by proxy-addr, which Fastify
+ * uses to read the header.
+ */
+function proxySettings(read: EnvReader): { trustProxy: boolean; trustedProxies: readonly string[] } {
+  const value = read.text('TRUST_PROXY') ?? 'false';
+  if (/^(true|1|yes)$/i.test(value)) return { trustProxy: true, trustedProxies: Object.freeze([]) };
+  if (/^(false|0|no)$/i.test(value)) return { trustProxy: false, trustedProxies: Object.freeze([]) };
+  const list = read.list('TRUST_PROXY');
+  const bad = list.filter((entry) => {
+    try {
+      proxyAddr.compile(entry);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (bad.length > 0) {
+    read.problem(
+      `TRUST_PROXY must be true, false, or a comma list of addresses or CIDRs of the proxies in front of Hopper, such as 10.0.0.0/8, 2001:db8::1 (got ${bad.map((entry) => `"${entry}"`).join(', ')})`,
+    );
+    return { trustProxy: false, trustedProxies: Object.freeze([]) };
+  }
+  return { trustProxy: true, trustedProxies: Object.freeze(list) };
+}
 
 /** PostgreSQL instead of the embedded PGlite, its schema and its time limits. */
 function databaseSettings(read: EnvReader, role: ProcessRole) {

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import proxyAddr from '@fastify/proxy-addr';
 import { validationError } from '../errors.ts';
 import type { App } from './fastify-types.ts';
 import { HttpError, securityHeaders } from './problems.ts';
@@ -11,6 +12,20 @@ import { HttpError, securityHeaders } from './problems.ts';
 const HEADER_LIMIT = 16 * 1024;
 export const PARSER_HEADER_LIMIT = 4 * HEADER_LIMIT;
 const SANE_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/**
+ * Which hops of X-Forwarded-For Fastify may believe (its `trustProxy`, read by proxy-addr from the
+ * connection inwards): none without a proxy; with TRUST_PROXY=true the connecting peer alone, so
+ * the client is the address it appended, the header's last; with a list, the listed proxies, so
+ * the client is the rightmost address none of them is. Fastify's own `true` trusts every hop, and
+ * the client would pick its address by writing the first (issue 36); a hop count fails closed in
+ * Fastify 5, so the one hop is a function.
+ */
+export function proxyTrust(config: { trustProxy: boolean; trustedProxies: readonly string[] }) {
+  if (!config.trustProxy) return false;
+  if (config.trustedProxies.length === 0) return (_address: string, hop: number) => hop === 0;
+  return proxyAddr.compile([...config.trustedProxies]);
+}
 
 /** The caller's `X-Request-Id` when it is sane, else a new one. */
 export function requestId(req: IncomingMessage, fresh: () => string): string {
