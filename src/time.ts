@@ -63,6 +63,18 @@ export function realTimeMs(): number {
   return Date.now();
 }
 
+/**
+ * How long to wait after the `failures`-th failed try in a row before the next: `baseMs` doubled
+ * with each failure after the first, at most `maxMs` — with `jitter`, scaled by a random 50–100 %,
+ * so that the retries of many failures at once spread out. The one back-off of deliveries (SMTP,
+ * providers), webhook posts and a database out of reach.
+ */
+export function backoffMs(failures: number, policy: { baseMs: number; maxMs: number; jitter?: boolean }): number {
+  // The exponent is bounded so that a zero base stays zero (0 × Infinity would be NaN).
+  const exponential = Math.min(policy.maxMs, policy.baseMs * 2 ** Math.min(Math.max(failures - 1, 0), 52));
+  return policy.jitter ? Math.round(exponential * (0.5 + Math.random() * 0.5)) : exponential;
+}
+
 /** An IANA zone name the runtime knows, such as `America/New_York` or `UTC`. */
 export function isTimeZone(name: string): boolean {
   if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+){0,2}$/.test(name)) return false;

@@ -1,4 +1,5 @@
 import type { DomainError } from '../errors.ts';
+import { backoffMs } from '../time.ts';
 
 /**
  * True for PostgreSQL's unique_violation (23505), from pg and PGlite alike; of that index or
@@ -57,15 +58,13 @@ export async function whileDatabaseAway<T>(
   giveUp: () => boolean = () => false,
   onWait?: (error: unknown) => void,
 ): Promise<T> {
-  let wait = 250;
-  for (;;) {
+  for (let failures = 1; ; failures++) {
     try {
       return await attempt();
     } catch (error) {
       if (!isDatabaseUnavailable(error) || giveUp()) throw error;
       onWait?.(error);
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = Math.min(2_000, wait * 2);
+      await new Promise((resolve) => setTimeout(resolve, backoffMs(failures, { baseMs: 250, maxMs: 2_000 })));
     }
   }
 }

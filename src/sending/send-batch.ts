@@ -6,7 +6,7 @@ import { GroupCommit } from '../db/group-commit.ts';
 import type { MessageKind } from '../messages/kinds.ts';
 import { messageStatus } from '../messages/message-tables.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
-import type { Clock } from '../time.ts';
+import { backoffMs, type Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
 import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
 import { repeatedSoftBounces } from './delivery-events.ts';
@@ -210,7 +210,7 @@ async function recordOther(
         await transitionDelivery(db, claim, ['sending'], 'failed', { last_error: error, ...kept }, { deferred: 1, failed: 1 }, now);
         return;
       }
-      const delay = Math.min(settings.retryMaxMs, settings.retryBaseMs * 2 ** (delivery.attempts - 1));
+      const delay = backoffMs(delivery.attempts, { baseMs: settings.retryBaseMs, maxMs: settings.retryMaxMs });
       const next = new Date(Math.max(now.getTime() + delay, outcome.notBefore?.getTime() ?? 0));
       await transitionDelivery(
         db,

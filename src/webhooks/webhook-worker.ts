@@ -8,7 +8,7 @@ import { type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import type { MailTransport } from '../email/transport.ts';
 import { findUser } from '../identity/users.ts';
-import type { Clock } from '../time.ts';
+import { backoffMs, type Clock, realTimeMs } from '../time.ts';
 import {
   type AttemptOutcome,
   type ClaimedWebhook,
@@ -88,12 +88,6 @@ const PRUNE_EVERY_MS = 3_600_000;
 const AFTER_JOB_MS = 50;
 /** Wake-ups by NOTIFY closer together than this are folded into one look for work. */
 const WAKE_SPACING_MS = 10;
-
-/** Exponential backoff with jitter: base × 2^(n−1), capped at 12 h, scaled by a random 50–100 %. */
-function retryDelay(baseMs: number, attempt: number): number {
-  const exponential = Math.min(MAX_RETRY_DELAY_MS, baseMs * 2 ** Math.min(attempt - 1, 30));
-  return Math.round(exponential * (0.5 + Math.random() * 0.5));
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -279,7 +273,7 @@ type Halt = { why: 'endpoint disabled' } | { why: 'endpoint down' } | { why: 'fa
 class EndpointRun {
   readonly #worker: RunContext;
   readonly #endpointId: number;
-  readonly #until = Date.now() + MAX_JOB_MS;
+  readonly #until = realTimeMs() + MAX_JOB_MS;
   /** Claimed deliveries waiting for a lane. */
   readonly #claims: ClaimedWebhook[] = [];
   /** Attempts' outcomes, recorded by group commit in order of arrival, one batch at a time. */
@@ -295,7 +289,7 @@ class EndpointRun {
   #refilling: Promise<void> | undefined;
   /** When the last claim found nothing due (0: it found some). */
   #dryAt = 0;
-  #lastClaimAt = Date.now();
+  #lastClaimAt = realTimeMs();
 
   constructor(worker: RunContext, endpointId: number) {
     this.#worker = worker;
@@ -327,7 +321,7 @@ class EndpointRun {
   }
 
   #stopsTaking(): boolean {
-    return this.#worker.stopping() || this.#halt !== undefined || this.#outcomes.failure !== undefined || Date.now() >= this.#until;
+    return this.#worker.stopping() || this.#halt !== undefined || this.#outcomes.failure !== undefined || realTimeMs() >= this.#until;
   }
 
   async #lane(): Promise<void> {
@@ -338,7 +332,7 @@ class EndpointRun {
   async #next(): Promise<ClaimedWebhook | undefined> {
     for (;;) {
       if (this.#stopsTaking()) return undefined;
-      const mayClaim = this.#dryAt === 0 || Date.now() - this.#dryAt >= DRY_RETRY_MS;
+      const mayClaim = this.#dryAt === 0 || realTimeMs() - this.#dryAt >= DRY_RETRY_MS;
       if (this.#claims.length <= CLAIM_BATCH && !this.#refilling && mayClaim) {
         this.#refilling = this.#refill()
           .catch((error: unknown) => this.#fail(error))
@@ -349,7 +343,7 @@ class EndpointRun {
       const claim = this.#claims.shift();
       if (claim) return claim;
       if (this.#refilling) await this.#refilling;
-      else if (this.#inFlight === 0 && Date.now() - this.#lastClaimAt >= LINGER_MS) return undefined;
+      else if (this.#inFlight === 0 && realTimeMs() - this.#lastClaimAt >= LINGER_MS) return undefined;
       else await sleep(DRY_RETRY_MS);
     }
   }
@@ -375,11 +369,11 @@ class EndpointRun {
     }
     const claimed = await claimWebhookDeliveries(db, this.#endpointId, CLAIM_BATCH, now, leaseMs);
     if (claimed.length === 0) {
-      this.#dryAt = Date.now();
+      this.#dryAt = realTimeMs();
       return;
     }
     this.#dryAt = 0;
-    this.#lastClaimAt = Date.now();
+    this.#lastClaimAt = realTimeMs();
     await ensurePayloads(db, claimed, config.publicUrl);
     this.#claims.push(...claimed);
   }
@@ -409,7 +403,12 @@ class EndpointRun {
       result.retryAfterMs === null ? undefined : new Date(finished.getTime() + Math.min(result.retryAfterMs, MAX_RETRY_DELAY_MS));
     if (retryAt && (!this.#pausedUntil || retryAt > this.#pausedUntil)) this.#pausedUntil = retryAt;
     const nextAt =
-      result.ok || expired ? null : (retryAt ?? new Date(finished.getTime() + retryDelay(settings.retryBaseMs, claim.attempts)));
+      result.ok || expired
+        ? null
+        : (retryAt ??
+          new Date(
+            finished.getTime() + backoffMs(claim.attempts, { baseMs: settings.retryBaseMs, maxMs: MAX_RETRY_DELAY_MS, jitter: true }),
+          ));
     onAttempt?.(result.ok ? 'delivered' : nextAt ? 'retry' : 'failed');
     // A failure to record is the run's failure (drain() throws it); the claim's lease runs out and it is retried.
     this.#outcomes.add({ id: claim.id, attempts: claim.attempts, startedAt, ...result, nextAt }).catch(() => {});
