@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import type { WebhookConfig } from '../config.ts';
 import { connectionLookup, RefusedAddress, urlProblem } from '../net/address-guard.ts';
+import { retryAfterMs } from '../net/retry-after.ts';
 
 type Undici = typeof import('undici');
 
@@ -30,15 +31,6 @@ interface PostResult {
   durationMs: number;
   /** What a 429 or 503 answer's Retry-After asked for, in milliseconds (seconds or an HTTP date); null without one. */
   retryAfterMs: number | null;
-}
-
-/** Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; null when absent or unreadable. */
-export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | null {
-  const text = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (!text) return null;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
 
 export interface WebhookSender {

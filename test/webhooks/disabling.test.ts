@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { verifyWebhook } from '../../clients/typescript/src/index.ts';
 import { loadConfig } from '../../src/config.ts';
-import { retryAfterMs } from '../../src/webhooks/sender.ts';
+import { retryAfterMs } from '../../src/net/retry-after.ts';
 import { type SendingApp, startSendingApp } from '../sending/support/sending-app.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { type EventContract, eventContract } from './support/contract.ts';

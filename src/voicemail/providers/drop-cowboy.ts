@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { DropCowboyConfig } from '../../config.ts';
 import type { Db } from '../../db/database.ts';
+import { retryAfterMs } from '../../net/retry-after.ts';
 import { type Clock, realTimeMs } from '../../time.ts';
 import { type DropSubmission, describeFetchError, type SubmitOutcome, type SubmitResult, type VoicemailAdapter } from '../providers.ts';
 import { ensureSubmission, freezeRequestBody, noteAccepted, remoteMediaId, saveRemoteMediaId } from '../submissions.ts';
@@ -91,12 +92,13 @@ export class DropCowboyAdapter implements VoicemailAdapter {
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await response.text();
-    const retryAfterMs = response.status === 429 ? retryAfter(response.headers.get('retry-after'), realTimeMs()) : undefined;
+    const asked = response.status === 429 ? retryAfterMs(response.headers.get('retry-after')) : null;
+    const retryAfter = asked === null ? undefined : Math.min(MAX_RETRY_AFTER_MS, asked);
     if (response.status === 429) {
-      this.#pace.slowDown(retryAfterMs);
-      this.#log.warn({ path, retryAfterMs }, 'Drop Cowboy answered 429: the account slows down');
+      this.#pace.slowDown(retryAfter);
+      this.#log.warn({ path, retryAfterMs: retryAfter }, 'Drop Cowboy answered 429: the account slows down');
     } else if (response.ok) this.#pace.ease();
-    return { status: response.status, ok: response.ok, json: parseJson(text), retryAfterMs };
+    return { status: response.status, ok: response.ok, json: parseJson(text), retryAfterMs: retryAfter };
   }
 
   async #mediaIdFor(drop: DropSubmission): Promise<string> {
@@ -275,14 +277,6 @@ const MAX_WAIT_MS = 30_000;
 const MAX_SPACING_MS = 2_000;
 /** The longest Retry-After honoured as given (a longer one is capped: the delivery is deferred that long). */
 const MAX_RETRY_AFTER_MS = 3_600_000;
-
-/** `Retry-After` in milliseconds from now: delay-seconds or an HTTP date; undefined when absent or unreadable. */
-function retryAfter(value: string | null, now: number): number | undefined {
-  if (!value) return undefined;
-  const text = value.trim();
-  const ms = /^\d{1,10}$/.test(text) ? Number(text) * 1000 : Date.parse(text) - now;
-  return Number.isFinite(ms) ? Math.min(MAX_RETRY_AFTER_MS, Math.max(0, ms)) : undefined;
-}
 
 /** The default voice line of the account: a line typed `voice` (or untyped) flagged default; never an SMS line. */
 function defaultVoiceLine(lines: Record<string, unknown>[]): Record<string, unknown> | undefined {
