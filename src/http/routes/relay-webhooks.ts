@@ -41,13 +41,19 @@ const fetchFromSns: SnsFetch = async (url) => {
  * credentials Postmark is given, authenticate. Their events go through `recordDeliveryEvents`.
  */
 export async function relayWebhookRoutes(app: App, ctx: AppContext): Promise<void> {
-  const { db } = ctx.database;
-  const snsFetch = ctx.snsFetch ?? fetchFromSns;
-  const certificates = new Map<string, string>();
   // SNS posts JSON as text/plain.
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+  sesNotifications(app, ctx);
+  postmarkWebhooks(app, ctx);
+}
 
+/** Amazon SES's notifications through SNS: signed by SNS, of a topic the operator lists. */
+function sesNotifications(app: App, ctx: AppContext): void {
+  const { db } = ctx.database;
+  const snsFetch = ctx.snsFetch ?? fetchFromSns;
+  // SNS's signing certificates, by URL: fetched once each.
+  const certificates = new Map<string, string>();
   for (const { url, legacy } of callbackPaths('ses'))
     app.post(
       url,
@@ -103,7 +109,11 @@ export async function relayWebhookRoutes(app: App, ctx: AppContext): Promise<voi
         return { recorded: result.recorded, duplicates: result.duplicates, ignored: result.unknown + (events.length === 0 ? 1 : 0) };
       },
     );
+}
 
+/** Postmark's Bounce and SpamComplaint webhooks, with the basic credentials it is given. */
+function postmarkWebhooks(app: App, ctx: AppContext): void {
+  const { db } = ctx.database;
   for (const { url, legacy } of callbackPaths('postmark'))
     app.post(
       url,
