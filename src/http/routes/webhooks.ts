@@ -40,13 +40,14 @@ export const webhookRoutes: RoutePlugin = async (app, ctx) => {
   const { db } = ctx.database;
   const found = async (principal: Principal, id: number) => requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id);
   endpointRoutes(app, ctx, found);
+  secretAndTestRoutes(app, ctx, found);
   historyRoutes(app, ctx, found);
 };
 
 /** Finds the endpoint a route names, with its owner: reachable by the caller, or a 403/404. */
 type FindEndpoint = (principal: Principal, id: number) => Promise<NonNullable<Awaited<ReturnType<typeof findWebhookEndpoint>>>>;
 
-/** The endpoints themselves: list, register, read, change, delete, a new secret, a test event. */
+/** The endpoints themselves: list, register, read, change, delete. */
 function endpointRoutes(app: App, { database: { db }, config, clock }: AppContext, found: FindEndpoint): void {
   const rules = { allowHttp: config.webhooks.allowHttp, allowPrivate: config.webhooks.allowPrivate };
   const reachable = async (principal: Principal, id: number) => (await found(principal, id)).row;
@@ -120,6 +121,11 @@ function endpointRoutes(app: App, { database: { db }, config, clock }: AppContex
       return { success: true };
     },
   );
+}
+
+/** A new signing secret for an endpoint, and a test event sent to it. */
+function secretAndTestRoutes(app: App, { database: { db }, clock }: AppContext, found: FindEndpoint): void {
+  const reachable = async (principal: Principal, id: number) => (await found(principal, id)).row;
 
   app.post(
     '/webhooks/:id/rotate',
