@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { type Claim, claimRows, leaseEnd, released, stillClaimed } from '../db/claims.ts';
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryFacts, DeliveryRow, DeliveryState, RecordedOutcome, StoredRecipient } from '../db/schema.ts';
 import { runSearch, type SearchParams } from '../db/search.ts';
@@ -143,20 +144,10 @@ export interface ClaimedDelivery extends DeliveryRow {
 }
 
 /**
- * A worker's hold on one claimed delivery. `attempts` is the claim's fencing token: every claim
- * increments it, so a write conditioned on it applies only while this claim is the current one —
- * a worker that stalled past its lease cannot record over the claim that replaced it.
- */
-export interface Claim {
-  id: number;
-  attempts: number;
-}
-
-/**
- * Claims up to `limit` due deliveries of a message for this worker: their state becomes
- * `sending` with a lease. Rows another worker holds are skipped (SKIP LOCKED), so any number of
- * workers share a message and each delivery is claimed by one. A `sending` row whose lease ran
- * out belonged to a worker that died mid-send; it is claimed again — the one place a message may
+ * Claims up to `limit` due deliveries of a message for this worker (the claim protocol of
+ * db/claims.ts): their state becomes `sending` with a lease. Rows another worker holds are skipped
+ * (SKIP LOCKED), so any number of workers share a message and each delivery is claimed by one. A
+ * `sending` row whose lease ran out belonged to a worker that died mid-send; it is claimed again — the one place a message may
  * go out twice (at most once more, and only if the crash fell between the provider's acceptance
  * and our record of it: see docs/sending.md). With `takeOver` false only due deliveries are claimed;
  * `mine` are the claims this process holds itself (a renewal that came late does not make them abandoned).
@@ -188,7 +179,7 @@ export async function claimDeliveries(
       FOR UPDATE SKIP LOCKED
     ), claimed AS (
       UPDATE deliveries d
-      SET state = 'sending', attempts = d.attempts + 1, lease_until = ${new Date(now.getTime() + leaseMs)}, updated_at = ${now}
+      SET state = 'sending', attempts = d.attempts + 1, lease_until = ${leaseEnd(now, leaseMs)}, updated_at = ${now}
       WHERE d.id IN (SELECT id FROM fresh UNION ALL SELECT id FROM abandoned)
       RETURNING d.*
     )
@@ -285,9 +276,9 @@ export async function renewLeases(db: Db, claims: readonly Claim[], now: Date, l
   // fresh statistics was planned as a scan of every delivery (79 ms a renewal on a fresh database).
   const ids = claims.map((c) => c.id);
   const { rows } = await sql<{ id: number }>`
-    UPDATE deliveries d SET lease_until = ${new Date(now.getTime() + leaseMs)}
-    FROM unnest(${ids}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
-    WHERE d.id = ANY (${ids}::bigint[]) AND d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts
+    UPDATE deliveries d SET lease_until = ${leaseEnd(now, leaseMs)}
+    FROM ${claimRows(claims)}
+    WHERE d.id = ANY (${ids}::bigint[]) AND ${stillClaimed} AND d.state = 'sending'
     RETURNING d.id`.execute(db);
   return new Set(rows.map((r) => Number(r.id)));
 }
@@ -300,10 +291,9 @@ export async function releaseClaims(db: Db, claims: readonly Claim[], to: 'queue
   if (claims.length === 0) return;
   const ids = claims.map((c) => c.id); // pinned to the primary key, as in renewLeases
   await sql`
-    UPDATE deliveries d
-    SET state = ${to}, lease_until = NULL, updated_at = ${now}, attempts = d.attempts - ${to === 'queued' ? 1 : 0}::integer
-    FROM unnest(${ids}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
-    WHERE d.id = ANY (${ids}::bigint[]) AND d.id = x.id AND d.state = 'sending' AND d.attempts = x.attempts`.execute(db);
+    UPDATE deliveries d SET ${released(to, now, to === 'cancelled')}
+    FROM ${claimRows(claims)}
+    WHERE d.id = ANY (${ids}::bigint[]) AND ${stillClaimed} AND d.state = 'sending'`.execute(db);
 }
 
 interface DeliverySummary {

@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { Claim } from '../db/claims.ts';
 import type { Db } from '../db/database.ts';
 import type { Clock } from '../time.ts';
-import { type Claim, renewLeases } from './deliveries.ts';
+import { renewLeases } from './deliveries.ts';
 
 /** Claims one running batch holds, and what to do with those another worker has taken over. */
 interface HeldClaims {

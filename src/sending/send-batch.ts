@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { changeContactsByOutcome } from '../contacts/contacts.ts';
+import type { Claim } from '../db/claims.ts';
 import type { Db } from '../db/database.ts';
 import { whileDatabaseAway } from '../db/errors.ts';
 import { GroupCommit } from '../db/group-commit.ts';
@@ -8,7 +9,7 @@ import { messageStatus } from '../messages/message-tables.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import { backoffMs, type Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
-import { type Claim, type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
+import { type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
 import { repeatedSoftBounces } from './delivery-events.ts';
 import type { LeaseKeeper } from './leases.ts';
 import { recordedOutcome } from './outcomes.ts';

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { toApiContact } from '../contacts/contacts.ts';
 import { tagNamesByContact } from '../contacts/tags.ts';
 import { channelOfSession } from '../db/channels.ts';
+import { type Claim, claimRows, leaseEnd, released, stillClaimed } from '../db/claims.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { ContactRow, Database, DeliveryRow, WebhookEndpointRow } from '../db/schema.ts';
@@ -21,7 +22,7 @@ import { thinData } from './payload-size.ts';
 
 /**
  * The webhook delivery ledger: one row per event and endpoint, claimed by a worker with a lease
- * (as message deliveries are), every attempt logged. An event's body is made once, the first time
+ * (db/claims.ts, as message deliveries are), every attempt logged. An event's body is made once, the first time
  * any endpoint is sent it, and kept: retries carry the same bytes and the same `webhook-id`.
  */
 const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
@@ -158,7 +159,7 @@ const WITHHELD = "Not sent: the endpoint's maker may no longer read this user's 
  * itself (`webhook.test`, `endpoint.disabled`) are its maker's own.
  */
 export async function claimWebhookDeliveries(db: Db, endpointId: number, limit: number, now: Date, leaseMs: number) {
-  const lease = new Date(now.getTime() + leaseMs);
+  const lease = leaseEnd(now, leaseMs);
   const { rows } = await sql<ClaimedWebhook>`
     WITH endpoint AS (
       SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND enabled AND (paused_until IS NULL OR paused_until <= ${now})
@@ -347,7 +348,7 @@ export async function recordWebhookAttempts(db: Db, outcomes: readonly AttemptOu
       UPDATE webhook_deliveries d
       SET state = x.state, next_attempt_at = x.next_at, lease_until = NULL, last_status = x.status, last_error = x.error,
           updated_at = ${now}, delivered_at = CASE WHEN x.state = 'delivered' THEN ${now}::timestamptz ELSE d.delivered_at END
-      FROM x WHERE d.id = x.id AND ${CURRENT_CLAIM} AND d.attempts = x.attempts
+      FROM x WHERE ${stillClaimed} AND ${CURRENT_CLAIM}
       RETURNING d.id
     )
     INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error, next_retry_at)
@@ -355,13 +356,12 @@ export async function recordWebhookAttempts(db: Db, outcomes: readonly AttemptOu
 }
 
 /** Hands claims back unsent (the worker stops, or the endpoint looks down): due again at once, the attempt not counted. */
-export async function releaseWebhookClaims(db: Db, claims: readonly Pick<ClaimedWebhook, 'id' | 'attempts'>[], now: Date): Promise<void> {
+export async function releaseWebhookClaims(db: Db, claims: readonly Claim[], now: Date): Promise<void> {
   if (claims.length === 0) return;
   await sql`
-    UPDATE webhook_deliveries d
-    SET state = 'pending', attempts = d.attempts - 1, lease_until = NULL, updated_at = ${now}
-    FROM unnest(${claims.map((c) => c.id)}::bigint[], ${claims.map((c) => c.attempts)}::integer[]) AS x(id, attempts)
-    WHERE d.id = x.id AND ${CURRENT_CLAIM} AND d.attempts = x.attempts`.execute(db);
+    UPDATE webhook_deliveries d SET ${released('pending', now)}
+    FROM ${claimRows(claims)}
+    WHERE ${stillClaimed} AND ${CURRENT_CLAIM}`.execute(db);
 }
 
 /**
