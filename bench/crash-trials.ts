@@ -11,7 +11,8 @@ import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts'
 import { freePort, type HopperProcess, startHopper, stopHopper, untilSentThroughApi } from '../test/sending/support/hopper-process.ts';
 import { startSmtpSink } from '../test/sending/support/smtp-sink.ts';
 import { waitFor } from '../test/sending/support/wait.ts';
-import { type PgCluster, postgresBin, startPgCluster } from '../test/support/pg-cluster.ts';
+import { type PgCluster, startPgCluster } from '../test/support/pg-cluster.ts';
+import { tools } from '../test/support/tools.ts';
 
 /**
  * `npm run bench:crash`: SIGKILL trials of the sending engine, as issue 12 asks for them. On
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
   let cluster: PgCluster | undefined;
   let url = process.env.DATABASE_URL;
   if (!url) {
-    if (!postgresBin()) throw new Error('set DATABASE_URL, or install PostgreSQL (initdb) for a cluster of its own');
+    if (!tools.postgresServer.path) throw new Error('set DATABASE_URL, or install PostgreSQL (initdb) for a cluster of its own');
     cluster = await startPgCluster();
     url = cluster.url;
   }

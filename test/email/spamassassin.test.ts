@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
+import { tools } from '../support/tools.ts';
 
 /**
  * Deliverability judged by a third party: Debian's SpamAssassin (installed by .ci/run), local
@@ -57,8 +58,6 @@ const words = (html: string) =>
     .split(/\s+/)
     .filter(Boolean).length;
 
-const hasSpamAssassin = spawnSync('spamassassin', ['--version']).status === 0;
-
 /** Sends the email through the engine (fast path, a real SMTP sink) and asks SpamAssassin. */
 async function judge(
   env: Record<string, string>,
@@ -110,7 +109,7 @@ describe('SpamAssassin', () => {
   });
 
   test('as shipped (default settings): 100 and 300 words with a signature, a P.S. and a link score 1.0 or less', async (t) => {
-    if (!hasSpamAssassin) return t.skip('spamassassin is not installed (.ci/run installs it)');
+    if (tools.spamassassin.skip) return t.skip(tools.spamassassin.skip);
     for (const [name, content] of [
       ['100 words', { subject: 'Great to see you Saturday', body: SHORT, ps_line: 'P.S. The market is open again next Saturday.' }],
       ['300 words', { subject: 'A summer note about Cedar Park', body: LONG, ps_line: 'Say hello to Sam and the kids for me.' }],
@@ -122,7 +121,7 @@ describe('SpamAssassin', () => {
   });
 
   test('a keep-in-touch email from the fast path scores 1.0 or less with spamassassin -L -t; the open pixel (TRACK_OPENS=true) adds only HTML_IMAGE_ONLY_*', async (t) => {
-    if (!hasSpamAssassin) return t.skip('spamassassin is not installed (.ci/run installs it)');
+    if (tools.spamassassin.skip) return t.skip(tools.spamassassin.skip);
     const plain = await judge({ TRACK_OPENS: 'false' });
     t.diagnostic(`SpamAssassin score without the open pixel: ${plain.score} (${plain.rules.join(', ')})`);
     assert.ok(plain.score <= 1.0, `score ${plain.score}:\n${plain.report}`);

@@ -10,6 +10,7 @@ import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp, usingPostgres } from '../support/test-app.ts';
+import { tools } from '../support/tools.ts';
 
 /** Rate limits per API key: the default of 600 a minute, the headers, and one count across processes. */
 describe('rate limits', () => {
@@ -96,13 +97,15 @@ describe('rate limits across API processes', () => {
   });
 });
 
-describe('rate limits shared through Redis (REDIS_URL)', () => {
+describe('rate limits shared through Redis (REDIS_URL)', { skip: tools.redisServer.skip }, () => {
   let redis: ChildProcess | undefined;
   const apps: TestApp[] = [];
   before(async () => {
     const port = await freePort();
-    // A real redis-server (.ci/run installs it), with nothing kept on disk.
-    redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    // A real redis-server, with nothing kept on disk.
+    redis = spawn(tools.redisServer.path as string, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     const started = await new Promise<boolean>((resolve) => {
       redis?.once('error', () => resolve(false));
       setTimeout(() => resolve(true), 300);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { classify } from '../../src/inbound/classify.ts';
+import { tools } from '../support/tools.ts';
 
 /**
  * Sisimai (Debian's libsisimai-perl, installed by .ci/run) as the judge of bounces outside
@@ -14,14 +15,6 @@ import { classify } from '../../src/inbound/classify.ts';
  * Microsoft block, a policy refusal, an expiry). Hopper must agree with Sisimai on each: a bounce,
  * and hard exactly when Sisimai flags it hard. The service itself never needs Perl.
  */
-const hasSisimai = (() => {
-  try {
-    execFileSync('perl', ['-MSisimai', '-e', '1'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 const postfix = (recipient: string, status: string, said: string) =>
   [
@@ -158,7 +151,7 @@ const CASES: [string, string][] = [
   ['qmail: over quota', qmail('pat@example.org', 'Remote host said: 552 5.2.2 Mailbox quota exceeded')],
 ];
 
-describe('Sisimai as the judge of other bounces', { skip: hasSisimai ? false : 'libsisimai-perl is not installed' }, () => {
+describe('Sisimai as the judge of other bounces', { skip: tools.sisimai.skip }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'sisimai-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 

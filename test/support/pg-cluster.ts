@@ -1,10 +1,11 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { tools } from './tools.ts';
 
 const run = promisify(execFile);
 
@@ -12,7 +13,8 @@ const run = promisify(execFile);
  * A PostgreSQL cluster of a test's own, in a temporary directory: `initdb` + `pg_ctl` from the
  * machine's PostgreSQL, run as the `postgres` user when the tests run as root (PostgreSQL refuses
  * root). A test can stop it, start it again on the same port and data, or freeze it (SIGSTOP on
- * every one of its processes) — what a real outage looks like from Hopper's side.
+ * every one of its processes) — what a real outage looks like from Hopper's side. Tests that use it
+ * skip with `tools.postgresServer.skip` where PostgreSQL's server is not installed.
  */
 export interface PgCluster {
   readonly url: string;
@@ -24,23 +26,11 @@ export interface PgCluster {
   destroy(): Promise<void>;
 }
 
-/** The directory holding initdb and pg_ctl, or undefined when PostgreSQL's server is not installed. */
-export function postgresBin(): string | undefined {
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a));
-  for (const version of versions) {
-    const bin = join(root, version, 'bin');
-    if (existsSync(join(bin, 'initdb')) && existsSync(join(bin, 'pg_ctl'))) return bin;
-  }
-  return undefined;
-}
-
 const asRoot = process.getuid?.() === 0;
 
 export async function startPgCluster(): Promise<PgCluster> {
-  const bin = postgresBin();
-  if (!bin) throw new Error('PostgreSQL server binaries (initdb, pg_ctl) are not installed');
+  const bin = tools.postgresServer.path;
+  if (!bin) throw new Error(tools.postgresServer.skip || 'initdb is missing');
   const dir = await mkdtemp(join(tmpdir(), 'hopper-pg-'));
   const data = join(dir, 'data');
   if (asRoot) {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,11 +7,12 @@ import { test } from 'node:test';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { DOCS_CSP } from '../../src/http/openapi.ts';
 import { startTestApp } from '../support/test-app.ts';
+import { tools } from '../support/tools.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-
-test('/docs in a real browser: Redoc renders every operation with its code samples, no CSP violation', { timeout: 180_000 }, async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (the test never downloads a browser)`);
+test('/docs in a real browser: Redoc renders every operation with its code samples, no CSP violation', {
+  timeout: 180_000,
+  skip: tools.chromium.skip,
+}, async () => {
   const scratch = await mkdtemp(join(tmpdir(), 'hopper-docs-'));
   const t = await startTestApp();
   let context: BrowserContext | undefined;
@@ -23,7 +23,7 @@ test('/docs in a real browser: Redoc renders every operation with its code sampl
     const operationIds = Object.values(doc.paths).flatMap((item) => Object.values(item as object).map((op) => op.operationId as string));
 
     context = await chromium.launchPersistentContext(join(scratch, 'profile'), {
-      executablePath: CHROMIUM,
+      executablePath: tools.chromium.path,
       headless: true,
       args: [
         '--no-sandbox',

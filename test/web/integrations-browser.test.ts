@@ -11,9 +11,9 @@ import { loadConfig } from '../../src/config.ts';
 import { loadTls } from '../../src/tls.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp } from '../support/test-app.ts';
+import { tools } from '../support/tools.ts';
 import { setPassword } from './web-client.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const PASSWORD = 'browser test passphrase';
 const ROOT = join(import.meta.dirname, '..', '..');
 // The committed README screenshot is refreshed only on request, so a test run leaves the tree clean.
@@ -31,8 +31,10 @@ function apiStatus(url: string, key: string, ca: string): Promise<number> {
   });
 }
 
-test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it', { timeout: 120_000 }, async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (the test never downloads a browser)`);
+test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it', {
+  timeout: 120_000,
+  skip: tools.chromium.skip,
+}, async () => {
   const scratch = await mkdtemp(join(tmpdir(), 'hopper-browser-'));
   const tls = await loadTls(loadConfig({ DATA_DIR: join(scratch, 'tls-data') }));
   const t = await startTestApp({ https: { key: tls.key, cert: tls.cert } });
@@ -45,7 +47,7 @@ test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it',
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}`, user.key, tls.cert), 200, 'so the listing has a last-used time');
 
     context = await chromium.launchPersistentContext(join(scratch, 'profile'), {
-      executablePath: CHROMIUM,
+      executablePath: tools.chromium.path,
       headless: true,
       args: [
         '--no-sandbox',
