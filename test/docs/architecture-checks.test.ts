@@ -3,7 +3,9 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { rawClockReads } from '../../scripts/check-clock.ts';
 import { unusedExports } from '../../scripts/check-exports.ts';
+import { longFunctions, MAX_LINES } from '../../scripts/check-functions.ts';
 import { checkLayers, parseLayers } from '../../scripts/check-layers.ts';
 import { checkOwners } from '../../scripts/check-owners.ts';
 
@@ -120,5 +122,73 @@ describe('the table owners check (npm run check:owners)', () => {
 describe('the exports check (npm run check:exports)', () => {
   test('every export of src/ is imported somewhere', async () => {
     assert.deepEqual(await unusedExports(), []);
+  });
+});
+
+/** A fresh root with `files` (path under it → text), for a check to read; removed afterwards. */
+async function plantedRoot(prefix: string, files: Record<string, string>, check: (root: string) => Promise<void>): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), prefix));
+  try {
+    for (const [path, text] of Object.entries(files)) {
+      await mkdir(join(root, path, '..'), { recursive: true });
+      await writeFile(join(root, path), text);
+    }
+    await check(root);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+describe('the clock check (npm run check:clock)', () => {
+  test("src/ reads the system's clock in src/time.ts only", async () => {
+    assert.deepEqual(await rawClockReads(), []);
+  });
+
+  test('Date.now, new Date() and Date() elsewhere are each reported; a Date made from a value and a duration measured are not', async () => {
+    await plantedRoot(
+      'hopper-clock-',
+      {
+        'src/time.ts': 'export const realTimeMs = () => Date.now();\n',
+        'src/sending/planted.ts': [
+          'export const a = Date.now();',
+          'export const b = new Date();',
+          'export const c = Date();',
+          'export const d = [1].map(Date.now);',
+          "export const e = new Date('2030-01-01T00:00:00Z');",
+          'export const f = performance.now();',
+        ].join('\n'),
+      },
+      async (root) => {
+        assert.deepEqual(await rawClockReads(root), [
+          'src/sending/planted.ts:1 Date.now',
+          'src/sending/planted.ts:2 new Date()',
+          'src/sending/planted.ts:3 Date()',
+          'src/sending/planted.ts:4 Date.now',
+        ]);
+      },
+    );
+  });
+});
+
+describe('the function length check (npm run check:functions)', () => {
+  test(`no function of src/ is over ${MAX_LINES} lines`, async () => {
+    assert.deepEqual(await longFunctions(), []);
+  });
+
+  test('a function one line over is reported, with the functions it holds counted in; one at the limit and a migration are not', async () => {
+    const body = (lines: number) => Array.from({ length: lines - 2 }, (_, i) => `  const x${i} = ${i};`).join('\n');
+    await plantedRoot(
+      'hopper-functions-',
+      {
+        'src/http/planted.ts': [
+          `export function atTheLimit() {\n${body(MAX_LINES)}\n}`,
+          `export const tooLong = () => {\n  const inner = () => 1;\n${body(MAX_LINES)}\n};`,
+        ].join('\n'),
+        'src/db/migrations/0001-planted.ts': `export async function up() {\n${body(MAX_LINES * 2)}\n}\n`,
+      },
+      async (root) => {
+        assert.deepEqual(await longFunctions(root), [`src/http/planted.ts:${MAX_LINES + 1} tooLong (${MAX_LINES + 1} lines)`]);
+      },
+    );
   });
 });
