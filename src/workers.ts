@@ -50,7 +50,7 @@ export async function startWorkers(deps: {
   /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (tests answer offline); INBOUND_DNS_SERVERS or the system's when absent. */
   dnsResolver?: DNSResolver;
 }): Promise<Workers> {
-  const transport = createMailTransport(deps.config, deps.clock);
+  const transport = createMailTransport(deps.config, deps.clock, deps.log);
   const tokens = await loadTrackingTokens(deps.database.db, deps.clock);
   const voicemail = await startVoicemailSending(deps);
   const channels = { templated_email: emailChannel(deps.database.db, deps.config, transport, tokens), voicemail_drop: voicemail.channel };

@@ -1,5 +1,6 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
 import nodemailer from 'nodemailer';
 import addressparser from 'nodemailer/lib/addressparser';
 import MailComposer from 'nodemailer/lib/mail-composer';
@@ -9,6 +10,7 @@ import type { Clock } from '../time.ts';
 import { classificationOf, failureReason, findStatus, isHardReason } from './bounce-reason.ts';
 import { composeMime } from './compose-mime.ts';
 import type { DkimSigner } from './dkim.ts';
+import { RelayBackoff, slowDownAnswer } from './relay-backoff.ts';
 import type { OutgoingEmail } from './render.ts';
 import { SmtpPool } from './smtp-pool.ts';
 
@@ -60,8 +62,12 @@ function classifySmtpError(error: {
   return { kind: 'deferred', error: detail };
 }
 
-/** The transport of SMTP_URL, or the outbox; every message's Date header says `clock()`'s time. */
-export function createMailTransport(config: Config, clock: Clock): MailTransport {
+/**
+ * The transport of SMTP_URL, or the outbox; every message's Date header says `clock()`'s time.
+ * A relay that asks to slow down is left alone for a while (relay-backoff.ts): the deliveries that
+ * would have gone meanwhile answer `throttled` without reaching it, and a forward is refused.
+ */
+export function createMailTransport(config: Config, clock: Clock, log?: FastifyBaseLogger): MailTransport {
   if (config.smtpUrl) {
     const pool = new SmtpPool({
       url: config.smtpUrl,
@@ -72,26 +78,47 @@ export function createMailTransport(config: Config, clock: Clock): MailTransport
       greetingTimeout: 15_000,
       socketTimeout: 60_000,
     });
+    const backoff = new RelayBackoff();
     // The signer (mailauth) is loaded only when DKIM is configured: it costs seconds of start-up.
     const dkim = config.dkim;
     const signer: Promise<DkimSigner> | undefined = dkim ? import('./dkim.ts').then((m) => m.createDkimSigner(dkim)) : undefined;
     const sign = async (raw: string | Buffer, from: string) => (signer ? (await signer)(raw, from) : raw);
+    /**
+     * Sends through the pool unless the relay is being left alone. What the back-off holds back,
+     * or a slow-down answer, is thrown with `throttledMs`: how long to wait before trying again.
+     */
+    const relay = async (email: OutgoingEmail, handOver?: HandOver): Promise<void> => {
+      const admission = await backoff.admit();
+      if (!admission.go) throw Object.assign(new Error(admission.reason), { throttledMs: admission.waitMs });
+      try {
+        const date = clock();
+        const { envelope, raw } = composeMime(email, date) ?? (await composeWithNodemailer(email, date));
+        await pool.send(envelope, await sign(raw, addressOf(email.from)), handOver);
+        noteChange(backoff.answered(admission.ticket, { kind: 'answered' }), log);
+      } catch (error) {
+        const slowDown = slowDownAnswer(error as Error);
+        const answered = (error as { responseCode?: number }).responseCode !== undefined;
+        const { waitMs, change } = backoff.answered(admission.ticket, slowDown ?? { kind: answered ? 'answered' : 'no-answer' });
+        noteChange({ waitMs, change, reason: slowDown?.reason }, log);
+        throw slowDown ? Object.assign(error as Error, { throttledMs: waitMs }) : error;
+      }
+    };
     return {
       async send(email, _deliveryId, handOver) {
         try {
-          const date = clock();
-          const { envelope, raw } = composeMime(email, date) ?? (await composeWithNodemailer(email, date));
-          await pool.send(envelope, await sign(raw, addressOf(email.from)), handOver);
+          await relay(email, handOver);
           return { kind: 'sent', providerMessageId: email.messageId };
         } catch (error) {
-          return classifySmtpError(error as Error);
+          const { throttledMs, responseCode, response, message } = error as Error & {
+            throttledMs?: number;
+            responseCode?: number;
+            response?: string;
+          };
+          if (throttledMs === undefined) return classifySmtpError(error as Error);
+          return { kind: 'throttled', retryInMs: throttledMs, error: response ?? message, refused: responseCode !== undefined };
         }
       },
-      async forward(email) {
-        const date = clock();
-        const { envelope, raw } = composeMime(email, date) ?? (await composeWithNodemailer(email, date));
-        await pool.send(envelope, await sign(raw, addressOf(email.from)));
-      },
+      forward: (email) => relay(email),
       close: () => pool.close(),
     };
   }
@@ -116,6 +143,16 @@ export function createMailTransport(config: Config, clock: Clock): MailTransport
     forward: (email, name) => write(email, name),
     close: () => files.close(),
   };
+}
+
+/** The log's word on a back-off begun or ended. */
+function noteChange(
+  { waitMs, change, reason }: { waitMs: number; change: 'backed-off' | 'reopened' | null; reason?: string },
+  log: FastifyBaseLogger | undefined,
+): void {
+  if (change === 'backed-off')
+    log?.warn({ waitMs, reply: reason }, 'the SMTP relay asked to slow down: no new attempt until the back-off ends');
+  else if (change === 'reopened') log?.info('the SMTP relay takes mail again: sending resumes');
 }
 
 /** PUBLIC_URL's host as EHLO names it: a domain as it is, an address literal in brackets (RFC 5321 4.1.3). */

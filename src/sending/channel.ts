@@ -26,6 +26,13 @@ export type DeliveryOutcome =
    * `outcome` is why, kept on the delivery (docs/outcomes.md).
    */
   | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: Exclude<ContactStatus, 'Subscribed'>; outcome?: SourcedReason }
+  /**
+   * The provider asked the sender as a whole to slow down (an SMTP relay's 421 or 4.7.x), or this
+   * delivery was held back unsent while it waits: tried again in `retryInMs`, the attempt taken
+   * back — the wait is no fault of this delivery, so it never uses up its tries; counted as
+   * `deferred` only when the provider refused this delivery itself (`refused`).
+   */
+  | { kind: 'throttled'; retryInMs: number; error: string; refused: boolean }
   /** Not allowed yet (calling hours): tried again at `until`, not counted. */
   | { kind: 'held'; until: Date; reason: string }
   /** Not to be sent at all any more (the contact opted out meanwhile): not counted. */

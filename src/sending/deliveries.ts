@@ -229,6 +229,23 @@ export async function transitionDelivery(
   return Number(result.rows[0]?.moved ?? 0) > 0;
 }
 
+/**
+ * Puts a claim back to wait until `next` (`deferred`), its attempt taken back (db/claims.ts): the
+ * provider asked the whole sender to slow down, which is no fault of this delivery (a throttled
+ * outcome, sending/channel.ts). Counted as `deferred` when the provider refused it (`counted`),
+ * not when it was held back unsent. Only while the claim is current; returns whether it moved.
+ */
+export async function deferClaim(db: Db, claim: Claim, next: Date, error: string, counted: boolean, now: Date): Promise<boolean> {
+  const result = await sql<{ moved: string }>`
+    WITH moved AS (
+      UPDATE deliveries d SET ${released('deferred', now)}, next_attempt_at = ${next}, last_error = ${error}
+      WHERE d.id = ${claim.id} AND d.attempts = ${claim.attempts} AND d.state = 'sending'
+      RETURNING d.id, d.user_id, d.message_kind, d.message_id
+    )${counted ? countMoved([['deferred', 1]]) : sql``}
+    SELECT count(*) AS moved FROM moved`.execute(db);
+  return Number(result.rows[0]?.moved ?? 0) > 0;
+}
+
 /** The most outcomes recordSent writes as a VALUES list (one prepared statement text per count up to it). */
 const MAX_VALUES_ROWS = 20;
 

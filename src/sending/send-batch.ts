@@ -9,7 +9,7 @@ import { messageStatus } from '../messages/message-tables.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import { backoffMs, type Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
-import { type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
+import { type ClaimedDelivery, deferClaim, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
 import { repeatedSoftBounces } from './delivery-events.ts';
 import type { LeaseKeeper } from './leases.ts';
 import { recordedOutcome } from './outcomes.ts';
@@ -203,6 +203,9 @@ async function recordOther(
       return;
     case 'held':
       await transitionDelivery(db, claim, ['sending'], 'held', { next_attempt_at: outcome.until, last_error: outcome.reason }, {}, now);
+      return;
+    case 'throttled':
+      await deferClaim(db, claim, new Date(now.getTime() + outcome.retryInMs), outcome.error, outcome.refused, now);
       return;
     case 'deferred': {
       if (delivery.attempts >= settings.maxAttempts) {
