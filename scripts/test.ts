@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { glob, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -19,9 +20,48 @@ import { spec } from 'node:test/reporters';
  * to install (test/support/tools.ts); the run ends with one line per missing package and one
  * total. With TEST_REQUIRE_TOOLS=1 (CI) such a skip fails the run, so nothing is left out unseen.
  *
- * Arguments, if any, are the files or globs to run instead of all (`npm test -- test/contacts/*.test.ts`).
+ * Arguments, if any, are the files or globs to run instead of all (`npm test -- test/contacts/*.test.ts`);
+ * `--record-times` rewrites test/times.json, `--database-dependent` leaves out the files that come
+ * out the same on every database (below).
  */
 const ALL = ['test/**/*.test.ts', 'clients/typescript/test/*.test.ts', 'clients/cli/test/*.test.ts'];
+/**
+ * Files that come out the same whichever database `npm test` is given: they open none, always run
+ * Hopper on PGlite or on a PostgreSQL cluster of their own, or judge something the database has
+ * no part in (the CLI, the typed client, an email's content, the OpenAPI document and the docs).
+ * `--database-dependent` leaves them out: CI's PostgreSQL pass, as its PGlite pass runs them.
+ */
+const SAME_ON_EVERY_DATABASE = [
+  // No database.
+  'test/config.test.ts',
+  'test/time.test.ts',
+  'test/log.test.ts',
+  'test/contacts/phone.test.ts',
+  'test/db/count-cache.test.ts',
+  'test/docs/architecture-checks.test.ts',
+  'test/docs/typescript-blocks.test.ts',
+  'test/email/compose-mime.test.ts',
+  'test/email/email-html.test.ts',
+  'test/email/tracking-render.test.ts',
+  'test/inbound/classify.test.ts',
+  'test/inbound/sisimai-judge.test.ts',
+  'test/voicemail/drop-cowboy-events.test.ts',
+  // Hopper on PGlite as `npm start` runs it, or on a PostgreSQL cluster the file starts.
+  'test/main.test.ts',
+  'test/docs/readme.test.ts',
+  'test/security/graceful-stop.test.ts',
+  'test/db/outage.test.ts',
+  // The database is not what they judge.
+  'test/email/spamassassin.test.ts',
+  'test/web/docs-browser.test.ts',
+  'test/http/openapi.test.ts',
+  'test/http/generated-client.test.ts',
+  'clients/typescript/test/client.test.ts',
+  'clients/typescript/test/package.test.ts',
+  'clients/cli/test/cli.test.ts',
+  'clients/cli/test/cli-send.test.ts',
+  'clients/cli/test/cli-tls.test.ts',
+];
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? Math.max(2, availableParallelism() + 1));
 // A test that hangs fails after this long instead of holding the run until CI's own limit.
 const TEST_TIMEOUT = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
@@ -161,9 +201,17 @@ function summarise(results: FileResult[], wallMs: number): boolean {
 
 const args = process.argv.slice(2);
 const recordTimes = args.includes('--record-times');
-const asked = args.filter((a) => a !== '--record-times');
+const databaseDependent = args.includes('--database-dependent');
+const asked = args.filter((a) => !a.startsWith('--'));
 const files: string[] = [];
-for (const pattern of asked.length > 0 ? asked : ALL) for await (const file of glob(pattern)) files.push(file);
+for (const pattern of asked.length > 0 ? asked : ALL) {
+  for await (const file of glob(pattern)) if (!(databaseDependent && SAME_ON_EVERY_DATABASE.includes(file))) files.push(file);
+}
+const gone = asked.length === 0 ? SAME_ON_EVERY_DATABASE.filter((file) => !existsSync(file)) : [];
+if (gone.length > 0) {
+  console.error(`scripts/test.ts lists files that do not exist: ${gone.join(', ')}`);
+  process.exit(1);
+}
 if (files.length === 0) {
   console.error(`No test file matches ${asked.join(' ')}`);
   process.exit(1);
@@ -174,7 +222,8 @@ const ok = summarise(results, performance.now() - started);
 // Every file's times, for a closer look than the table's (artifacts/ is ignored by git).
 const byFile = results.map(({ file, ms, cpuMs, tests, failed }) => ({ file, ms: Math.round(ms), cpuMs, tests, failed }));
 await mkdir('artifacts', { recursive: true });
-await writeFile(`artifacts/test-times-${process.env.DATABASE_URL ? 'postgres' : 'pglite'}.json`, `${JSON.stringify(byFile, null, 1)}\n`);
+const database = process.env.DATABASE_URL ? 'postgres' : 'pglite';
+await writeFile(`artifacts/test-times-${database}${asked.length > 0 ? '-some' : ''}.json`, `${JSON.stringify(byFile, null, 1)}\n`);
 if (recordTimes) {
   const times = Object.fromEntries(byFile.map((r) => [r.file, r.ms]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
   await writeFile(TIMES_FILE, `${JSON.stringify(times, null, 2)}\n`);
