@@ -7,7 +7,9 @@ import { spec } from 'node:test/reporters';
 
 /**
  * `npm test`: every test file against a real database — PGlite by default, the PostgreSQL of
- * DATABASE_URL when it is set (each file makes its own database or schema and drops it).
+ * DATABASE_URL when it is set (each file makes its own database or schema and drops it). With
+ * `--both` (CI), every file on PGlite and, in the same run, the database-dependent ones on the
+ * PostgreSQL of DATABASE_URL.
  *
  * Each file runs in a process of its own; a file's report is printed whole when it ends, so that
  * files running side by side do not interleave. The longest files start first (their times are
@@ -20,16 +22,15 @@ import { spec } from 'node:test/reporters';
  * to install (test/support/tools.ts); the run ends with one line per missing package and one
  * total. With TEST_REQUIRE_TOOLS=1 (CI) such a skip fails the run, so nothing is left out unseen.
  *
- * Arguments, if any, are the files or globs to run instead of all (`npm test -- test/contacts/*.test.ts`);
- * `--record-times` rewrites test/times.json, `--database-dependent` leaves out the files that come
- * out the same on every database (below).
+ * Arguments, if any, are the files or globs to run instead of all (`npm test -- test/contacts/*.test.ts`).
  */
 const ALL = ['test/**/*.test.ts', 'clients/typescript/test/*.test.ts', 'clients/cli/test/*.test.ts'];
+
 /**
  * Files that come out the same whichever database `npm test` is given: they open none, always run
  * Hopper on PGlite or on a PostgreSQL cluster of their own, or judge something the database has
  * no part in (the CLI, the typed client, an email's content, the OpenAPI document and the docs).
- * `--database-dependent` leaves them out: CI's PostgreSQL pass, as its PGlite pass runs them.
+ * `--both` runs them on PGlite only.
  */
 const SAME_ON_EVERY_DATABASE = [
   // No database.
@@ -62,6 +63,21 @@ const SAME_ON_EVERY_DATABASE = [
   'clients/cli/test/cli-send.test.ts',
   'clients/cli/test/cli-tls.test.ts',
 ];
+
+/**
+ * Files that judge a separate Hopper process by the clock from outside (answers within 2 s of a
+ * database outage, SIGKILL trials, a shutdown within 10 s, a rate limit's minute): each runs with
+ * at most half the run's other slots busy, so that neighbours' CPU use cannot make them fail.
+ */
+const CROWD_SHY = [
+  'test/db/outage.test.ts',
+  'test/sending/crash.test.ts',
+  'test/main.test.ts',
+  'test/webhooks/restart.test.ts',
+  'test/http/rate-limit.test.ts',
+  'test/security/graceful-stop.test.ts',
+];
+
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? Math.max(2, availableParallelism() + 1));
 // A test that hangs fails after this long instead of holding the run until CI's own limit.
 const TEST_TIMEOUT = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
@@ -72,8 +88,19 @@ const TIMES_FILE = 'test/times.json';
 const COMPILE_CACHE = resolve('node_modules/.cache/hopper-test-compile-cache');
 const TOOL_SKIP = /^needs (\S+) \(Debian package (\S+)\)/;
 
-interface FileResult {
+type Database = 'PGlite' | 'PostgreSQL';
+
+interface Task {
   file: string;
+  database: Database;
+  /** Slots of CONCURRENCY it holds while it runs. */
+  weight: number;
+  /** Its time in the last recorded run, for the order. */
+  expectedMs: number;
+}
+
+interface FileResult {
+  task: Task;
   ok: boolean;
   ms: number;
   cpuMs: number;
@@ -84,16 +111,22 @@ interface FileResult {
   report: string;
 }
 
-async function runFile(file: string, cpuDir: string): Promise<FileResult> {
+async function runFile(task: Task, cpuDir: string, label: string): Promise<FileResult> {
   const started = performance.now();
-  const result: FileResult = { file, ok: true, ms: 0, cpuMs: 0, tests: 0, passed: 0, failed: 0, skipped: [], report: '' };
-  const cpuFile = join(cpuDir, `${file.replaceAll('/', '_')}.json`);
+  const result: FileResult = { task, ok: true, ms: 0, cpuMs: 0, tests: 0, passed: 0, failed: 0, skipped: [], report: '' };
+  const cpuFile = join(cpuDir, `${task.database}-${task.file.replaceAll('/', '_')}.json`);
+  const { DATABASE_URL, ...env } = process.env;
   const stream = run({
-    files: [file],
+    files: [task.file],
     timeout: TEST_TIMEOUT,
     forceExit: true,
     execArgv: ['--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'],
-    env: { ...process.env, TEST_CPU_USAGE_FILE: cpuFile, NODE_COMPILE_CACHE: COMPILE_CACHE },
+    env: {
+      ...env,
+      ...(task.database === 'PostgreSQL' ? { DATABASE_URL } : {}),
+      TEST_CPU_USAGE_FILE: cpuFile,
+      NODE_COMPILE_CACHE: COMPILE_CACHE,
+    },
   });
   stream.on('test:pass', (event) => {
     // A skipped suite counts as one skipped test: its tests never run, so never report.
@@ -109,9 +142,8 @@ async function runFile(file: string, cpuDir: string): Promise<FileResult> {
       result.failed++;
     }
   });
-  const chunks: string[] = [];
-  const report = stream.compose(spec);
-  for await (const chunk of report) chunks.push(String(chunk));
+  const chunks: string[] = label ? [`━━ ${task.file} on ${task.database}\n`] : [];
+  for await (const chunk of stream.compose(spec)) chunks.push(String(chunk));
   // Each file's own summary (ℹ tests 12 …) is left out: the run ends with one for all files.
   result.report = chunks.join('').replace(/^ℹ (?:tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, '');
   result.ms = performance.now() - started;
@@ -122,28 +154,33 @@ async function runFile(file: string, cpuDir: string): Promise<FileResult> {
   return result;
 }
 
-async function previousTimes(): Promise<Record<string, number>> {
-  return readFile(TIMES_FILE, 'utf8').then(
-    (text) => JSON.parse(text) as Record<string, number>,
-    () => ({}),
-  );
-}
-
-async function runAll(files: string[]): Promise<FileResult[]> {
-  const times = await previousTimes();
-  // Longest first; a file without a recorded time is assumed long (new tests tend to be).
-  const queue = [...files].sort((a, b) => (times[b] ?? 60_000) - (times[a] ?? 60_000));
+/**
+ * Runs the tasks longest first, each holding its weight of CONCURRENCY slots. When the next task
+ * does not fit (a crowd-shy file while others run), no other starts before it: the running ones
+ * drain until it fits, so it cannot wait until the end.
+ */
+async function runAll(tasks: Task[], label: boolean): Promise<FileResult[]> {
+  const queue = [...tasks].sort((a, b) => b.expectedMs - a.expectedMs);
   const cpuDir = await mkdtemp(join(tmpdir(), 'hopper-test-cpu-'));
   const results: FileResult[] = [];
-  async function lane(): Promise<void> {
-    for (let file = queue.shift(); file; file = queue.shift()) {
-      const result = await runFile(file, cpuDir);
-      process.stdout.write(result.report);
-      results.push(result);
-    }
-  }
+  let used = 0;
   try {
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, files.length) }, lane));
+    await new Promise<void>((done) => {
+      const startFitting = () => {
+        while (queue.length > 0 && used + (queue[0] as Task).weight <= CONCURRENCY) {
+          const task = queue.shift() as Task;
+          used += task.weight;
+          void runFile(task, cpuDir, label ? task.database : '').then((result) => {
+            process.stdout.write(result.report);
+            results.push(result);
+            used -= task.weight;
+            if (queue.length === 0 && used === 0) done();
+            else startFitting();
+          });
+        }
+      };
+      startFitting();
+    });
   } finally {
     await rm(cpuDir, { recursive: true, force: true });
   }
@@ -155,43 +192,46 @@ function seconds(ms: number): string {
 }
 
 function summarise(results: FileResult[], wallMs: number): boolean {
-  const sum = (pick: (r: FileResult) => number) => results.reduce((total, r) => total + pick(r), 0);
-  const lines = ['', '── slowest files (wall, CPU of the file and the processes it waited for)'];
+  const sum = (of: FileResult[], pick: (r: FileResult) => number) => of.reduce((total, r) => total + pick(r), 0);
+  const lines = ['', '── slowest files (wall; CPU of the file and the processes it waited for)'];
   for (const r of [...results].sort((a, b) => b.ms - a.ms).slice(0, 15)) {
-    lines.push(`  ${seconds(r.ms).padStart(8)} ${seconds(r.cpuMs).padStart(8)}  ${r.file}`);
+    lines.push(`  ${seconds(r.ms).padStart(8)} ${seconds(r.cpuMs).padStart(8)}  ${r.task.file} (${r.task.database})`);
   }
   const toolSkips = new Map<string, { tool: string; count: number }>();
   const otherSkips = new Map<string, number>();
-  for (const r of results) {
-    for (const reason of r.skipped) {
-      const tool = TOOL_SKIP.exec(reason);
-      if (tool) {
-        const entry = toolSkips.get(tool[2] as string) ?? { tool: tool[1] as string, count: 0 };
-        entry.count++;
-        toolSkips.set(tool[2] as string, entry);
-      } else {
-        otherSkips.set(reason, (otherSkips.get(reason) ?? 0) + 1);
-      }
+  for (const reason of results.flatMap((r) => r.skipped)) {
+    const tool = TOOL_SKIP.exec(reason);
+    if (tool) {
+      const entry = toolSkips.get(tool[2] as string) ?? { tool: tool[1] as string, count: 0 };
+      entry.count++;
+      toolSkips.set(tool[2] as string, entry);
+    } else {
+      otherSkips.set(reason, (otherSkips.get(reason) ?? 0) + 1);
     }
   }
   if (otherSkips.size > 0) lines.push('', '── skipped by design');
   for (const [reason, count] of otherSkips) lines.push(`  ${String(count).padStart(3)} × ${reason}`);
   if (toolSkips.size > 0) lines.push('', '── skipped: a tool is missing (install it to run them)');
-  for (const [pkg, { tool, count }] of toolSkips) {
-    lines.push(`  ${String(count).padStart(3)} test(s) need ${tool}: apt-get install ${pkg}`);
+  for (const [pkg, { tool, count }] of toolSkips) lines.push(`  ${String(count).padStart(3)} test(s) need ${tool}: apt-get install ${pkg}`);
+  const failed = results.filter((r) => !r.ok);
+  if (failed.length > 0) lines.push('', '── files with failures', ...failed.map((r) => `  ${r.task.file} (${r.task.database})`));
+  lines.push('');
+  for (const database of ['PGlite', 'PostgreSQL'] as const) {
+    const of = results.filter((r) => r.task.database === database);
+    if (of.length === 0) continue;
+    lines.push(
+      `── on ${database}: ${of.length} files, ${sum(of, (r) => r.tests)} tests, ${sum(of, (r) => r.passed)} passed, ` +
+        `${sum(of, (r) => r.failed)} failed, ${sum(of, (r) => r.skipped.length)} skipped`,
+    );
   }
-  const failedFiles = results.filter((r) => !r.ok);
-  if (failedFiles.length > 0) lines.push('', '── files with failures', ...failedFiles.map((r) => `  ${r.file}`));
-  const database = process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite';
-  const skippedCount = sum((r) => r.skipped.length);
+  const toolSkipped = [...toolSkips.values()].reduce((total, s) => total + s.count, 0);
   lines.push(
-    '',
-    `── total on ${database}: ${results.length} files, ${sum((r) => r.tests)} tests, ${sum((r) => r.passed)} passed, ` +
-      `${sum((r) => r.failed)} failed, ${skippedCount} skipped (${[...toolSkips.values()].reduce((t, s) => t + s.count, 0)} for a missing tool); ` +
-      `${seconds(wallMs)} wall, ${seconds(sum((r) => r.cpuMs))} CPU, ${CONCURRENCY} at a time`,
+    `── total: ${sum(results, (r) => r.tests)} tests, ${sum(results, (r) => r.failed)} failed, ` +
+      `${sum(results, (r) => r.skipped.length)} skipped (${toolSkipped} for a missing tool); ` +
+      `${seconds(wallMs)} wall, ${seconds(sum(results, (r) => r.cpuMs))} CPU, ${CONCURRENCY} at a time`,
   );
-  let ok = failedFiles.length === 0;
-  if (toolSkips.size > 0 && process.env.TEST_REQUIRE_TOOLS === '1') {
+  let ok = failed.length === 0;
+  if (toolSkipped > 0 && process.env.TEST_REQUIRE_TOOLS === '1') {
     lines.push('TEST_REQUIRE_TOOLS=1: a test was skipped for a missing tool; install it (see above).');
     ok = false;
   }
@@ -201,31 +241,59 @@ function summarise(results: FileResult[], wallMs: number): boolean {
 
 const args = process.argv.slice(2);
 const recordTimes = args.includes('--record-times');
-const databaseDependent = args.includes('--database-dependent');
+const both = args.includes('--both');
 const asked = args.filter((a) => !a.startsWith('--'));
-const files: string[] = [];
-for (const pattern of asked.length > 0 ? asked : ALL) {
-  for await (const file of glob(pattern)) if (!(databaseDependent && SAME_ON_EVERY_DATABASE.includes(file))) files.push(file);
+if (both && !process.env.DATABASE_URL) {
+  console.error('npm test -- --both needs DATABASE_URL: the PostgreSQL database of the second pass');
+  process.exit(2);
 }
-const gone = asked.length === 0 ? SAME_ON_EVERY_DATABASE.filter((file) => !existsSync(file)) : [];
+const gone = [...SAME_ON_EVERY_DATABASE, ...CROWD_SHY].filter((file) => !existsSync(file));
 if (gone.length > 0) {
-  console.error(`scripts/test.ts lists files that do not exist: ${gone.join(', ')}`);
-  process.exit(1);
+  console.error(`scripts/test.ts names files that do not exist: ${gone.join(', ')}`);
+  process.exit(2);
 }
-if (files.length === 0) {
+const files = new Set<string>();
+for (const pattern of asked.length > 0 ? asked : ALL) for await (const file of glob(pattern)) files.add(file);
+if (files.size === 0) {
   console.error(`No test file matches ${asked.join(' ')}`);
-  process.exit(1);
+  process.exit(2);
 }
+
+const times = await readFile(TIMES_FILE, 'utf8').then(
+  (text) => JSON.parse(text) as Record<string, number>,
+  () => ({}) as Record<string, number>,
+);
+const crowdShyWeight = Math.max(1, Math.ceil(CONCURRENCY / 2));
+const task = (file: string, database: Database): Task => ({
+  file,
+  database,
+  weight: CROWD_SHY.includes(file) ? crowdShyWeight : 1,
+  // A file without a recorded time is taken for a long one (new tests tend to be).
+  expectedMs: times[`${file} on ${database}`] ?? 60_000,
+});
+const tasks = [...files].flatMap((file) => {
+  if (!both) return [task(file, process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite')];
+  return SAME_ON_EVERY_DATABASE.includes(file) ? [task(file, 'PGlite')] : [task(file, 'PGlite'), task(file, 'PostgreSQL')];
+});
+
 const started = performance.now();
-const results = await runAll([...new Set(files)].sort());
+const results = await runAll(tasks, both);
 const ok = summarise(results, performance.now() - started);
 // Every file's times, for a closer look than the table's (artifacts/ is ignored by git).
-const byFile = results.map(({ file, ms, cpuMs, tests, failed }) => ({ file, ms: Math.round(ms), cpuMs, tests, failed }));
+const byFile = results.map(({ task: { file, database }, ms, cpuMs, tests, failed }) => ({
+  file,
+  database,
+  ms: Math.round(ms),
+  cpuMs,
+  tests,
+  failed,
+}));
 await mkdir('artifacts', { recursive: true });
-const database = process.env.DATABASE_URL ? 'postgres' : 'pglite';
-await writeFile(`artifacts/test-times-${database}${asked.length > 0 ? '-some' : ''}.json`, `${JSON.stringify(byFile, null, 1)}\n`);
+await writeFile(`artifacts/test-times${asked.length > 0 ? '-some' : ''}.json`, `${JSON.stringify(byFile, null, 1)}\n`);
 if (recordTimes) {
-  const times = Object.fromEntries(byFile.map((r) => [r.file, r.ms]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
-  await writeFile(TIMES_FILE, `${JSON.stringify(times, null, 2)}\n`);
+  const recorded = { ...times };
+  for (const r of byFile) recorded[`${r.file} on ${r.database}`] = r.ms;
+  const sorted = Object.fromEntries(Object.entries(recorded).sort(([a], [b]) => a.localeCompare(b)));
+  await writeFile(TIMES_FILE, `${JSON.stringify(sorted, null, 2)}\n`);
 }
 process.exitCode = ok ? 0 : 1;
