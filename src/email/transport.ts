@@ -48,7 +48,6 @@ function classifySmtpError(error: {
       kind: 'failed',
       error: detail,
       bounce: true,
-      ...(hard ? { contactStatus: 'Inactive - Hard Bounce' as const } : {}),
       outcome: {
         classification: classificationOf(reason),
         permanent: hard,

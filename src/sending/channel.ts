@@ -1,4 +1,4 @@
-import type { ContactStatus, OutcomeReason } from '../db/schema.ts';
+import type { OutcomeReason } from '../db/schema.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import type { ClaimedDelivery } from './deliveries.ts';
 
@@ -21,11 +21,13 @@ export type DeliveryOutcome =
    */
   | { kind: 'deferred'; error: string; outcome?: SourcedReason; notBefore?: Date }
   /**
-   * A permanent failure of this delivery only, counted as `failed` (and as a hard `bounce` when the
-   * address was rejected); `contactStatus` is what the contact becomes, e.g. after a hard bounce;
-   * `outcome` is why, kept on the delivery (docs/outcomes.md).
+   * A permanent failure of this delivery only, counted as `failed`; `bounce` when the relay
+   * refused the address or the message, `outcome` why (kept on the delivery, docs/outcomes.md:
+   * `permanent` when the address itself is bad). The channel says what happened; what it makes of
+   * the contact (a hard bounce retires the address) is the outcome recorder's to decide
+   * (delivery-events.ts).
    */
-  | { kind: 'failed'; error: string; bounce?: boolean; contactStatus?: Exclude<ContactStatus, 'Subscribed'>; outcome?: SourcedReason }
+  | { kind: 'failed'; error: string; bounce?: boolean; outcome?: SourcedReason }
   /**
    * The provider asked the sender as a whole to slow down (an SMTP relay's 421 or 4.7.x), or this
    * delivery was held back unsent while it waits: tried again in `retryInMs`, the attempt taken

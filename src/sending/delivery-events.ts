@@ -3,17 +3,22 @@ import { type ContactChange, changeContactsByOutcome } from '../contacts/contact
 import type { Db } from '../db/database.ts';
 import type { ContactStatus, DeliveryEventRow, DeliveryFacts, DeliveryState, OutcomeReason } from '../db/schema.ts';
 import { addToCounters, COUNTER_SHARDS, COUNTERS, type Counter, type CounterSums } from '../messages/reporting.ts';
-import { countSoftBounces, raiseDeliveryStates } from './deliveries.ts';
+import { countSoftBounces, deferClaim, raiseDeliveryStates, transitionDelivery } from './deliveries.ts';
 import { stateRank } from './delivery-states.ts';
 import { recordedOutcome } from './outcomes.ts';
 
 /**
- * What happened to a delivery after it was handed over, from any source: SendGrid's, SES's and
- * Postmark's webhooks, the inbound mail receiver (replies, bounces, complaints, mailed
+ * The one recorder of outcomes: what happened to a delivery, from any source — the sending
+ * engine's own hand-over that did not end `sent` (`recordHandOver`: a relay's 5xx, a provider's
+ * refusal, a retry, a give-up), and everything after it (`recordDeliveryEvents`): SendGrid's, SES's
+ * and Postmark's webhooks, the inbound mail receiver (replies, bounces, complaints, mailed
  * unsubscribes), a voicemail provider's disposition, Hopper's own open pixel, click redirect and
- * unsubscribe link. Each event is stored once (by its source's id), and only a newly stored event
- * moves counters, the delivery's state and the contact's status — all in one transaction, so a
- * replayed batch changes nothing and the counters stay exactly the ledger.
+ * unsubscribe link. The sources say what happened (a bounce, permanent or not; a complaint); what
+ * that makes of the delivery, its message's counters and its contact is decided here (`EFFECTS`),
+ * and written in one transaction: a connection lost half-way leaves nothing half-done, and the
+ * retry does it all. Each event is stored once (by its source's id), and only a newly stored event
+ * moves counters, the delivery's state and the contact's status, so a replayed batch changes
+ * nothing and the counters stay exactly the ledger.
  */
 const EVENT_TYPES = [
   'processed',
@@ -157,6 +162,90 @@ export async function recordDeliveryEvents(db: Db, events: readonly DeliveryEven
 
 const BOUNCES = new Set<DeliveryEventType>(['hard_bounce', 'soft_bounce']);
 
+/** An outcome's reason with who gave it (`smtp`, a voicemail provider's name). */
+type SourcedReason = OutcomeReason & { source: string };
+
+/**
+ * What the engine's hand-over of one claimed delivery came to, when not `sent` (send-batch.ts):
+ * not to be sent any more, held to a later time, to be tried again at `at` (`throttled`: the
+ * provider asked the sender as a whole to wait, so the attempt is taken back), or failed for good —
+ * a bounce when the relay refused the address or the message (`outcome.permanent` when the address
+ * itself is bad), or a failure after the last of its retries (`gaveUp`).
+ */
+export type HandOverResult =
+  | { kind: 'cancelled'; reason: string }
+  | { kind: 'held'; until: Date; reason: string }
+  | { kind: 'retry'; at: Date; error: string }
+  | { kind: 'throttled'; at: Date; error: string; refused: boolean }
+  | { kind: 'failed'; error: string; bounce: boolean; gaveUp: boolean; outcome?: SourcedReason };
+
+type HandedDelivery = Pick<DeliveryFacts, 'id' | 'user_id' | 'message_kind' | 'message_id' | 'contact_id'> & { attempts: number };
+
+/**
+ * Records the engine's result for a delivery it holds (`sending`, this claim's attempt): the
+ * delivery's state, its counters and, for a failure, its contact — a hard bounce retires the
+ * address, soft bounces may repeat into `Inactive - Repeated Soft Bounce`, a voicemail outcome
+ * may suppress the number — in one transaction, with the same effects as the events' (`EFFECTS`).
+ * False when the claim was no longer current (another worker took it over): nothing changes.
+ */
+export async function recordHandOver(db: Db, delivery: HandedDelivery, result: HandOverResult, now: Date): Promise<boolean> {
+  const claim = { id: delivery.id, attempts: delivery.attempts };
+  switch (result.kind) {
+    case 'cancelled':
+      return transitionDelivery(db, claim, ['sending'], 'cancelled', { last_error: result.reason }, {}, now);
+    case 'held':
+      return transitionDelivery(db, claim, ['sending'], 'held', { next_attempt_at: result.until, last_error: result.reason }, {}, now);
+    case 'retry':
+      return transitionDelivery(
+        db,
+        claim,
+        ['sending'],
+        'deferred',
+        { next_attempt_at: result.at, last_error: result.error },
+        { deferred: 1 },
+        now,
+      );
+    case 'throttled':
+      return deferClaim(db, claim, result.at, result.error, result.refused, now);
+    case 'failed': {
+      // A bounce is hard when the address itself is bad (docs/outcomes.md); only an email bounces.
+      const hard = result.bounce && delivery.message_kind === 'templated_email' && result.outcome?.permanent === true;
+      const type: DeliveryEventType = result.bounce ? (hard ? 'hard_bounce' : 'soft_bounce') : 'failed';
+      const effect = EFFECTS[type];
+      const counters = { ...effect.counters, failed: 1, ...(result.gaveUp ? { deferred: 1 } : {}) };
+      const outcome = result.outcome ? { outcome: recordedOutcome(result.outcome, result.outcome.source, now) } : {};
+      return db.transaction().execute(async (trx) => {
+        const moved = await transitionDelivery(
+          trx,
+          claim,
+          ['sending'],
+          effect.state as DeliveryState,
+          { last_error: result.error, ...outcome },
+          counters,
+          now,
+        );
+        if (moved && !result.gaveUp) {
+          const event: Fresh = {
+            delivery_id: delivery.id,
+            user_id: delivery.user_id,
+            message_kind: delivery.message_kind,
+            message_id: delivery.message_id,
+            contact_id: delivery.contact_id,
+            source: result.outcome?.source ?? 'hopper',
+            event_id: `${type}:${delivery.id}`,
+            type,
+            occurred_at: now,
+            outcome: result.outcome,
+            detail: result.error,
+          };
+          await changeContacts(trx, [event], now);
+        }
+        return moved;
+      });
+    }
+  }
+}
+
 /** What moving the states did: the event that decided each delivery's new state, and which moved. */
 interface Moves {
   decided: Map<number, Fresh>;
@@ -265,7 +354,7 @@ async function changeContacts(trx: Db, fresh: Fresh[], now: Date): Promise<void>
  * now — stops receiving as `Inactive - Repeated Soft Bounce`, with the delivery that made it so and
  * its words. A delay notice is not counted (the server still tries), nor are two reports of one
  * delivery's bounce. For the soft bounces just recorded (inbound DSNs, relay webhooks, the relay's
- * own answer: send-batch.ts), the changes of the contacts that reached the limit.
+ * own answer: recordHandOver), the changes of the contacts that reached the limit.
  */
 const SOFT_BOUNCE_LIMIT = 3;
 const SOFT_BOUNCE_DAYS = 7;
@@ -278,7 +367,7 @@ interface SoftBounce {
   description: string | null;
 }
 
-export async function repeatedSoftBounces(trx: Db, bounces: readonly SoftBounce[]): Promise<ContactChange[]> {
+async function repeatedSoftBounces(trx: Db, bounces: readonly SoftBounce[]): Promise<ContactChange[]> {
   const latest = new Map<number, SoftBounce>();
   for (const bounce of bounces) {
     const seen = latest.get(bounce.contact_id);

@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { changeContactsByOutcome } from '../contacts/contacts.ts';
 import type { Claim } from '../db/claims.ts';
 import type { Db } from '../db/database.ts';
 import { whileDatabaseAway } from '../db/errors.ts';
@@ -9,10 +8,9 @@ import { messageStatus } from '../messages/message-tables.ts';
 import { COUNTER_SHARDS } from '../messages/reporting.ts';
 import { backoffMs, type Clock } from '../time.ts';
 import type { Channel, DeliveryOutcome, HandOver } from './channel.ts';
-import { type ClaimedDelivery, deferClaim, recordSent, releaseClaims, type SentDelivery, transitionDelivery } from './deliveries.ts';
-import { repeatedSoftBounces } from './delivery-events.ts';
+import { type ClaimedDelivery, recordSent, releaseClaims, type SentDelivery } from './deliveries.ts';
+import { type HandOverResult, recordHandOver } from './delivery-events.ts';
 import type { LeaseKeeper } from './leases.ts';
-import { recordedOutcome } from './outcomes.ts';
 
 /** How one batch is worked through; see EngineSettings for each. */
 interface BatchSettings {
@@ -188,88 +186,47 @@ async function deliverSafely(channel: Channel, prepared: unknown, delivery: Clai
   }
 }
 
-/** Any outcome but `sent`: the delivery's next state and counters, in one statement. */
+/**
+ * Any outcome but `sent`, recorded by the one outcome recorder (delivery-events.ts): the engine
+ * decides only when a temporary failure is tried again, or that it was the last try.
+ */
 async function recordOther(
   ctx: BatchContext,
   delivery: ClaimedDelivery,
   outcome: Exclude<DeliveryOutcome, { kind: 'sent' }>,
 ): Promise<void> {
-  const { db, settings } = ctx;
+  const { settings } = ctx;
   const now = ctx.clock();
-  const claim = { id: delivery.id, attempts: delivery.attempts };
+  await recordHandOver(ctx.db, delivery, handOverResult(outcome, delivery.attempts, settings, now), now);
+}
+
+function handOverResult(
+  outcome: Exclude<DeliveryOutcome, { kind: 'sent' }>,
+  attempts: number,
+  settings: BatchSettings,
+  now: Date,
+): HandOverResult {
   switch (outcome.kind) {
     case 'cancelled':
-      await transitionDelivery(db, claim, ['sending'], 'cancelled', { last_error: outcome.reason }, {}, now);
-      return;
     case 'held':
-      await transitionDelivery(db, claim, ['sending'], 'held', { next_attempt_at: outcome.until, last_error: outcome.reason }, {}, now);
-      return;
+      return outcome;
     case 'throttled':
-      await deferClaim(db, claim, new Date(now.getTime() + outcome.retryInMs), outcome.error, outcome.refused, now);
-      return;
+      return { kind: 'throttled', at: new Date(now.getTime() + outcome.retryInMs), error: outcome.error, refused: outcome.refused };
+    case 'failed':
+      return {
+        kind: 'failed',
+        error: outcome.error,
+        bounce: outcome.bounce === true,
+        gaveUp: false,
+        ...(outcome.outcome ? { outcome: outcome.outcome } : {}),
+      };
     case 'deferred': {
-      if (delivery.attempts >= settings.maxAttempts) {
-        const error = `gave up after ${delivery.attempts} attempts: ${outcome.error}`;
-        const kept = outcome.outcome ? { outcome: recordedOutcome(outcome.outcome, outcome.outcome.source, now) } : {};
-        await transitionDelivery(db, claim, ['sending'], 'failed', { last_error: error, ...kept }, { deferred: 1, failed: 1 }, now);
-        return;
+      if (attempts >= settings.maxAttempts) {
+        const error = `gave up after ${attempts} attempts: ${outcome.error}`;
+        return { kind: 'failed', error, bounce: false, gaveUp: true, ...(outcome.outcome ? { outcome: outcome.outcome } : {}) };
       }
-      const delay = backoffMs(delivery.attempts, { baseMs: settings.retryBaseMs, maxMs: settings.retryMaxMs });
-      const next = new Date(Math.max(now.getTime() + delay, outcome.notBefore?.getTime() ?? 0));
-      await transitionDelivery(
-        db,
-        claim,
-        ['sending'],
-        'deferred',
-        { next_attempt_at: next, last_error: outcome.error },
-        { deferred: 1 },
-        now,
-      );
-      return;
-    }
-    case 'failed': {
-      // A bounce is hard when it retires the contact's address; otherwise soft (docs/outcomes.md).
-      const hard = outcome.contactStatus === 'Inactive - Hard Bounce';
-      const counters = outcome.bounce ? { failed: 1, bounce: 1, ...(hard ? { hard_bounce: 1 } : { soft_bounce: 1 }) } : { failed: 1 };
-      const moved = await transitionDelivery(
-        db,
-        claim,
-        ['sending'],
-        outcome.bounce ? 'bounced' : 'failed',
-        {
-          last_error: outcome.error,
-          ...(outcome.outcome ? { outcome: recordedOutcome(outcome.outcome, outcome.outcome.source, now) } : {}),
-        },
-        counters,
-        now,
-      );
-      const suppressPhone = outcome.outcome?.suppress && delivery.message_kind === 'voicemail_drop';
-      if (moved && outcome.bounce && !hard && delivery.message_kind === 'templated_email') {
-        const soft = {
-          contact_id: delivery.contact_id,
-          user_id: delivery.user_id,
-          delivery_id: delivery.id,
-          at: now,
-          description: outcome.outcome?.description ?? outcome.error,
-        };
-        await changeContactsByOutcome(db, await repeatedSoftBounces(db, [soft]), now);
-      }
-      if (moved && (outcome.contactStatus || suppressPhone)) {
-        await changeContactsByOutcome(
-          db,
-          [
-            {
-              contact_id: delivery.contact_id,
-              user_id: delivery.user_id,
-              ...(outcome.contactStatus ? { status: outcome.contactStatus } : { phone_reason: outcome.outcome?.classification }),
-              at: now,
-              delivery_id: delivery.id,
-              description: outcome.outcome?.description ?? outcome.error,
-            },
-          ],
-          now,
-        );
-      }
+      const delay = backoffMs(attempts, { baseMs: settings.retryBaseMs, maxMs: settings.retryMaxMs });
+      return { kind: 'retry', at: new Date(Math.max(now.getTime() + delay, outcome.notBefore?.getTime() ?? 0)), error: outcome.error };
     }
   }
 }
