@@ -155,12 +155,16 @@ function isReason(reason: (typeof FIRST_ORDER)[number], f: FailureFacts, diagnos
       if (named === 'userunknown') {
         return !['norelaying', 'blocked', 'mailboxfull', 'hasmoved', 'rejected', 'notaccept'].some((r) => matches(r, diagnostic));
       }
+      // Sisimai::Reason::UserUnknown asks for an answer to RCPT; its lhost modules know the command
+      // of more formats than Hopper reads, so only an answer to DATA rules it out here.
       return command !== 'DATA' && matches('userunknown', diagnostic);
     case 'filtered':
       if (named === 'suspend') return false;
       if (named === 'filtered') return matches('userunknown', diagnostic) || matches('filtered', diagnostic);
+      // Sisimai::Reason::Filtered: "user unknown" said after DATA (m-FILTER's content filter
+      // answering for the mailbox) is the filter's verdict.
       if (/^(CONN|EHLO|HELO|MAIL|RCPT)$/.test(command)) return false;
-      return matches('filtered', diagnostic);
+      return matches('filtered', diagnostic) || matches('userunknown', diagnostic);
     case 'rejected': {
       const temp = named || 'undefined';
       if (temp === 'rejected') return true;
@@ -214,6 +218,8 @@ export function findStatus(whole: string): string | null {
     if (!found) continue;
     const escaped = found.replace(/\./g, '\\.');
     if (new RegExp(`\\b(?:${escaped}\\.\\d{1,3}|\\d{1,3}\\.${escaped})\\b`).test(text)) continue;
+    // A version number (`X-Mailman-Version: 2.1.5`, `Postfix 3.4.1`) is no status.
+    if (new RegExp(`(version:?|\\bv)\\s*${escaped}\\b`, 'i').test(text)) continue;
     return found;
   }
   return null;

@@ -51,7 +51,7 @@ export function classify(mail: ParsedMail, hints: Hints = {}): InboundKind {
   const reportType =
     contentType?.value?.toLowerCase() === 'multipart/report' ? contentType.params?.['report-type']?.toLowerCase() : undefined;
   const parts = mail.attachments ?? [];
-  const text = bodyText(mail, hints.raw);
+  const { whole: text, report: reportText } = bodyText(mail, hints.raw);
 
   const ses = readSesNotification(text);
   if (ses) return ses;
@@ -59,11 +59,19 @@ export function classify(mail: ParsedMail, hints: Hints = {}): InboundKind {
   const complaint = readComplaint(mail, reportType, text);
   if (complaint) return complaint;
 
-  const dsn = reportType === 'delivery-status' || parts.some((p) => p.contentType === 'message/delivery-status') || DSN_FIELDS.test(text);
-  if (dsn || looksLikeBounce(mail, text, hints.nullSender === true)) {
-    const report = readReport(mail, cutOriginal(text), dsn);
-    // A content-filtering gateway's "unknown user" is its filter's verdict, not the mailbox's.
-    if (report && report !== 'delivered' && report.reason === 'userunknown' && isFilteringGateway(mail)) {
+  const dsn =
+    reportType === 'delivery-status' || parts.some((p) => p.contentType === 'message/delivery-status') || DSN_FIELDS.test(reportText);
+  if (dsn || looksLikeBounce(mail, reportText, hints.nullSender === true)) {
+    const report = readReport(mail, reportText, dsn);
+    // A content-filtering gateway's "unknown user" is its filter's verdict, not the mailbox's —
+    // unless a x.1.1 status says the mailbox is unknown (Sisimai::Reason::UserUnknown, then Filtered).
+    if (
+      report &&
+      report !== 'delivered' &&
+      report.reason === 'userunknown' &&
+      !isUnknownMailbox(report.status) &&
+      isFilteringGateway(mail)
+    ) {
       return { kind: 'bounce', report: { ...report, reason: 'filtered', classification: classificationOf('filtered'), hard: false } };
     }
     if (report === 'delivered') return { kind: 'delivered' };
@@ -131,7 +139,7 @@ const DSN_FIELDS = /^(Final|Original)-Recipient:\s*\S[\s\S]*?^(Action|Status):\s
 const DAEMON = /^(mailer-daemon|postmaster|mail-daemon|mailerdaemon|mail\.delivery\.system|mdaemon|nobody|root|bounce[s]?)(@|$)/i;
 const BOUNCE_NAME = /mail(er)?[ -]?daemon|mail delivery|postmaster|delivery (status|subsystem)|mail administrator|mail system|post office/i;
 const BOUNCE_SUBJECT =
-  /undeliver|undelivered|returned mail|return(ed)? to sender|delivery (status notification|failure|has failed|failed|problem|notification)|mail delivery (failed|failure|subsystem|system)|failure notice|could not (be )?deliver|non[ -]?deliver|nondeliverable|not delivered|delivery report|warning: (could not send|message|delayed)|delayed mail|delivery delayed|mail could not|message (delivery|not delivered|failed|you sent)|error sending|rejected|bounce|unable to deliver|unzustellbar|non remis|problem delivering|sending failed|permanent error|transient error|system administrator|notificaci[oó]n|メール|配信/i;
+  /undeliver|undelivered|returned mail|return(ed)? to sender|delivery (status notification|failure|has failed|failed|problem|notification)|mail delivery (failed|failure|subsystem|system)|failure notice|could not (be )?deliver|non[ -]?deliver|nondeliverable|not delivered|delivery report|warning: (could not send|message|delayed)|delivery warning|delayed mail|delivery delayed|mail could not|message (delivery|not delivered|failed|you sent)|error sending|rejected|bounce|unable to deliver|unzustellbar|non remis|problem delivering|sending failed|permanent error|transient error|system administrator|notificaci[oó]n|メール|配信/i;
 
 function looksLikeBounce(mail: ParsedMail, text: string, envelopeNull: boolean): boolean {
   const from = fromAddress(mail);
@@ -141,21 +149,58 @@ function looksLikeBounce(mail: ParsedMail, text: string, envelopeNull: boolean):
   const nullSender = envelopeNull || from === '' || (returned !== undefined && /^<?\s*>?$/.test(returned.trim()));
   if (DAEMON.test(from) || BOUNCE_NAME.test(name)) return true;
   if (BOUNCE_SUBJECT.test(subject) && (nullSender || findStatus(text) !== null || FAILURE_WORDS.test(text))) return true;
-  return nullSender && !isAutomatic(mail) && FAILURE_WORDS.test(text);
+  if (!nullSender || !FAILURE_WORDS.test(text)) return false;
+  // Sisimai reads a message as a bounce before it tries RFC 3834: a report from the null sender
+  // that names a failure is one, Auto-Submitted or not (servers mark their reports so too), but
+  // for an out-of-office reply that happens to use the words.
+  return !isAutomatic(mail) || !OUT_OF_OFFICE.test(mail.subject ?? '');
 }
 
 const FAILURE_WORDS =
-  /could not be delivered|couldn't be delivered|delivery (to the following|has failed|failed)|permanent(ly)? (fatal )?error|undeliverable|failed to deliver|was not delivered|unable to deliver|delivery problem|user unknown|mailbox (is )?(full|unavailable)|no such user|host not found|message (could not|was not)|returned to you|did not reach|delivery (attempts|is) (will continue|delayed)|has not yet been delivered|not yet been delivered|remote host said|said:\s*[45]\d\d/i;
+  /could not be delivered|couldn't be delivered|delivery (to the following|has failed|failed)|permanent(ly)? (fatal )?error|undeliverable|failed to deliver|was not delivered|unable to deliver|delivery problem|user unknown|not a valid (user|recipient|mailbox)|mailbox (is )?(full|unavailable)|no such user|host not found|message (could not|was not)|returned to you|did not reach|delivery (attempts|is) (will continue|delayed)|has not yet been delivered|not yet been delivered|remote host said|said:\s*[45]\d\d/i;
+
+/**
+ * Where the returned message starts in a bounce's text, as each MTA writes it: the lines Sisimai's
+ * lhost modules split a bounce at (`$rebackbone`, Sisimai::RFC5322->fillet), and a few older forms
+ * Mailman's bounce readers know. Everything from there on is the sender's own message — its
+ * headers (`X-Mailman-Version: 2.1.5`, a `Received:` date) and body must never be read as the
+ * server's words or status.
+ */
+const RETURNED_MESSAGE: readonly RegExp[] = [
+  // A MIME part holding the message or its headers: RFC 3464 2.1, and the text of many lhost
+  // modules (Postfix, Sendmail, Courier, GSuite, Office365, Exchange2003, Domino, X3, X5…).
+  /^Content-Type:[ \t]*(message\/rfc822|text\/rfc822-headers|message\/partial)/im,
+  // Exim (deliver.c) and MailRu: "------ This is a copy of the message, including all the headers. ------".
+  /^-+ This is a copy of (the|your) message/im,
+  // qmail, X4, Yahoo: "--- Below this line is a copy of the message."; X2, X4: "--- Original message follows.".
+  /^-+ ?(Below this line is a copy of the message|Original message follows)/im,
+  // IMailServer: "Original message follows."; FML: "Original mail as follows:".
+  /^Original (message follows\.|mail as follows:)/im,
+  // Sendmail (savemail.c) and Gmail: "----- Original message -----", "----- Message header follows -----";
+  // GoogleGroups; V5sendmail: "----- Unsent message follows -----".
+  /^[ \t]*-{3,} ?(Original message|Message header follows|Unsent message follows|No message was collected) ?-{3,}/im,
+  // Notes: "------- Returned Message --------"; usa.net: "--------RETURNED MAIL FOLLOWS--------" (Mailman's SimpleMatch).
+  /^[ \t]*-{3,} ?Return(ed)? (Message|Mail Follows) ?-{3,}/im,
+  // Exchange2007: "Original message headers:" (en-US), "En-têtes de message d'origine :", "Intestazioni originali del messaggio:".
+  /^(Original message headers:|En-t.tes de message d'origine :|Intestazioni originali del messaggio:)/im,
+  // GMX and EinsUndEins: "--- The header of the original message is following. ---".
+  /^-+ ?The header of the original message is following/im,
+  // MXLogic: "Included is a copy of the message header:"; OpenSMTPD: "Below is a copy of the original message:".
+  /^[ \t]*(Included is a copy of the message header:|Below is a copy of the original message:)/im,
+  // mFILTER: "-------original message", "-------original mail info".
+  /^-+original (message|mail info)/im,
+  // X6: "The attachment contains the original mail headers"; MDaemon (Mailman's SimpleMatch): "--- Session Transcript ---"
+  // comes after the words; hotpop.com: "Original message attached".
+  /^(The attachment contains the original mail headers|Original message attached)/im,
+  // Forms Hopper met before Sisimai named them: "---- the original message ----", "Message headers follow", "*** Message header".
+  /^[ \t]*-+ ?(the original message|original message headers|headers of the original|copy of the original|message text follows|rfc822 headers of|returned message|undelivered message|unsent message)/im,
+  /^[ \t]*(message headers follow|header of original message|\*\*\* message header|the header of the original message)/im,
+];
 
 /** The text before the returned original: its headers and body would otherwise be read as the server's words. */
 function cutOriginal(text: string): string {
-  const markers = [
-    /^[ \t]*-+ ?(original message|this is a copy of|message headers follow|original message follows|returned message|undelivered message|unsent message|the original message|original message headers|headers of the original|below this line is a copy|copy of the original|message text follows|rfc822 headers of)/im,
-    /^[ \t]*(original message headers|message headers follow|header of original message|\*\*\* message header|the header of the original message)/im,
-    /^Content-Type: (message\/rfc822|text\/rfc822-headers)/im,
-  ];
   let end = text.length;
-  for (const marker of markers) {
+  for (const marker of RETURNED_MESSAGE) {
     const at = marker.exec(text)?.index;
     if (at !== undefined && at > 0 && at < end) end = at;
   }
@@ -192,6 +237,10 @@ function readReport(mail: ParsedMail, text: string, dsn: boolean): BounceReport 
   return toReport({ recipient, status, action: delayed ? 'delayed' : null, diagnostic: human, remoteSaid: human }, text);
 }
 
+function isUnknownMailbox(status: string | null): boolean {
+  return /^[45]\.1\.1$/.test(status ?? '');
+}
+
 /** Mail filters that answer for the servers behind them: m-FILTER, SurfControl, ActiveHunter, MXLogic. */
 function isFilteringGateway(mail: ParsedMail): boolean {
   return (
@@ -221,7 +270,9 @@ function toReport(f: RawFailure, text: string): BounceReport {
     diagnostic: wordsOf(f.diagnostic).replace(/^smtp;\s*/i, ''),
     reason,
     classification: delayed ? 'delayed' : classificationOf(reason),
-    hard: !delayed && isHardReason(reason) && !status?.startsWith('4.'),
+    // The reason decides, not the status's class: an unknown user under a 4.1.1 is still one
+    // (Sisimai::SMTP::Error->soft_or_hard); only "not accepting mail" is soft when it is 4xx.
+    hard: !delayed && isHardReason(reason) && !(reason === 'notaccept' && (status?.startsWith('4.') || replyCode?.startsWith('4'))),
     delayed,
   };
 }
@@ -318,9 +369,12 @@ const MAX_TEXT = 64 * 1024;
 /**
  * The readable text of a message: its plain text, or its HTML as text, and any delivery-status
  * part; the raw body when MIME parsing found no text (a multipart report whose parts have no
- * boundaries, as old sendmail and PMDF write them).
+ * boundaries, as old sendmail and PMDF write them). `report` is what a bounce is read from: the
+ * same with the returned message cut off the plain text (RETURNED_MESSAGE), and, when the message
+ * has no delivery-status of its own, the one of a report it carries whole (a gateway that wraps
+ * the DSN it received in a multipart/mixed with its disclaimer).
  */
-function bodyText(mail: ParsedMail, raw: Buffer | undefined): string {
+function bodyText(mail: ParsedMail, raw: Buffer | undefined): { whole: string; report: string } {
   const parts = mail.attachments ?? [];
   let plain = mail.text?.trim() ? mail.text : typeof mail.html === 'string' ? htmlToText(mail.html, { wordwrap: false }) : '';
   if (!plain.trim() && raw) {
@@ -330,8 +384,28 @@ function bodyText(mail: ParsedMail, raw: Buffer | undefined): string {
   const status = parts
     .filter((p) => p.contentType === 'message/delivery-status' || (p.contentType === 'text/plain' && !p.filename))
     .map((p) => p.content.toString('utf8'));
+  const own = parts.some((p) => p.contentType === 'message/delivery-status') || DSN_FIELDS.test(cutOriginal(plain));
+  const carried = own ? [] : parts.filter((p) => p.contentType === 'message/rfc822').flatMap((p) => carriedReport(p.content));
   // What a bounce says comes first; the rest (a returned message inline) is not read past MAX_TEXT.
-  return [plain, ...status].join('\n\n').slice(0, MAX_TEXT);
+  return {
+    whole: [plain, ...status].join('\n\n').slice(0, MAX_TEXT),
+    report: [cutOriginal(plain), ...status, ...carried].join('\n\n').slice(0, MAX_TEXT),
+  };
+}
+
+/**
+ * The delivery-status part of a multipart/report carried whole as a message/rfc822 part: the
+ * fields between its `Content-Type: message/delivery-status` and the next boundary. A returned
+ * message (what the bouncing server sends back) has none: it is the sender's own mail.
+ */
+function carriedReport(content: Buffer): string[] {
+  const text = content.toString('utf8', 0, MAX_TEXT);
+  const head = text.split(/\r?\n\r?\n/, 1)[0] ?? '';
+  if (!/^Content-Type:[ \t]*multipart\/report[\s\S]*?report-type="?delivery-status/im.test(head)) return [];
+  const start = /^Content-Type:[ \t]*message\/delivery-status[^\n]*\n(?:[ \t][^\n]*\n|[\w-]+:[^\n]*\n)*\r?\n/im.exec(text);
+  if (!start) return [];
+  const rest = text.slice(start.index + start[0].length);
+  return [rest.slice(0, /^--/m.exec(rest)?.index ?? rest.length)];
 }
 
 function headerObject(mail: ParsedMail, name: string): { value?: string; params?: Record<string, string> } | undefined {
