@@ -7,6 +7,7 @@ import type { Config } from './config.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import type { JobQueue } from './db/job-queue.ts';
 import type { UserRow } from './db/schema.ts';
+import { watchDkimDomain } from './email/domain-watch.ts';
 import { registerAuthentication } from './http/authenticate.ts';
 import { registerJsonBodies } from './http/content-types.ts';
 import type { App } from './http/fastify-types.ts';
@@ -91,6 +92,9 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
   await registerOpenApi(app, config);
   await registerRoutes(app, ctx);
   await registerPages(app, ctx);
+  // DKIM_DOMAIN's records checked at start and daily: a wrong key is logged, and shown on the dashboard.
+  const dkimWatch = watchDkimDomain(config, ctx.clock, app.log);
+  app.addHook('onClose', async () => dkimWatch.stop());
   return app;
 }
 

@@ -93,6 +93,8 @@ export interface Config {
   readonly dkim: DkimConfig | undefined;
   /** The inbound mail receiver (replies, bounces, complaints); undefined: off. */
   readonly inbound: InboundConfig | undefined;
+  /** DNS servers (host or host:port) the domain check and the inbound SPF, DKIM and DMARC checks ask; empty: the system's. */
+  readonly dnsServers: readonly string[];
   /** Basic credentials Postmark's webhook must send; undefined: the webhook refuses every post. */
   readonly postmarkWebhook: { readonly user: string; readonly password: string } | undefined;
   /** The open pixel in every email (TRACK_OPENS, default false: docs/decisions.md, "Opens are not tracked by default"). */
@@ -130,8 +132,6 @@ export interface InboundConfig {
   readonly maxBytes: number;
   /** Replies forwarded to the sender per reply address (delivery) in any 24 hours; the rest are held. */
   readonly forwardsPerDay: number;
-  /** DNS servers (host or host:port) the SPF, DKIM and DMARC checks ask; empty: the system's. */
-  readonly dnsServers: readonly string[];
   /**
    * The feedback loops whose reports count wherever they arrive, once authenticated: each an
    * address (`staff@hotmail.com`), or a domain whose every address is the loop's, with its
@@ -411,6 +411,7 @@ function mailSettings(read: EnvReader, host: string) {
     postmarkWebhook: postmarkUser && postmarkPassword ? Object.freeze({ user: postmarkUser, password: postmarkPassword }) : undefined,
     sesTopicArns: Object.freeze(snsTopicArns(read)),
     inbound: inboundSettings(read, host),
+    dnsServers: Object.freeze(dnsServers(read)),
   };
 }
 
@@ -489,7 +490,6 @@ function inboundSettings(read: EnvReader, host: string): InboundConfig | undefin
     port: read.integer('INBOUND_SMTP_PORT', 2525, 0, 65_535),
     maxBytes: read.integer('INBOUND_MAX_BYTES', 10 * 1024 * 1024, 1024, 1024 ** 3),
     forwardsPerDay: read.integer('INBOUND_FORWARDS_PER_DAY', 20, 1, 100_000),
-    dnsServers: Object.freeze(dnsServers(read)),
     feedbackLoops: Object.freeze(feedbackLoops(read)),
   });
 }
@@ -515,15 +515,15 @@ function feedbackLoops(read: EnvReader): string[] {
   return loops;
 }
 
-/** INBOUND_DNS_SERVERS: addresses (IPv4, IPv6, either with a port) Node's resolver accepts. */
+/** DNS_SERVERS (INBOUND_DNS_SERVERS, its old name): addresses (IPv4, IPv6, either with a port) Node's resolver accepts. */
 function dnsServers(read: EnvReader): string[] {
-  const servers = read.list('INBOUND_DNS_SERVERS');
+  const name =
+    read.text('DNS_SERVERS') === undefined && read.text('INBOUND_DNS_SERVERS') !== undefined ? 'INBOUND_DNS_SERVERS' : 'DNS_SERVERS';
+  const servers = read.list(name);
   try {
     if (servers.length > 0) new Resolver().setServers(servers);
   } catch {
-    read.problem(
-      `INBOUND_DNS_SERVERS must list DNS server addresses such as 192.0.2.53 or [2001:db8::53]:5353 (got "${servers.join(', ')}")`,
-    );
+    read.problem(`${name} must list DNS server addresses such as 192.0.2.53 or [2001:db8::53]:5353 (got "${servers.join(', ')}")`);
   }
   return servers;
 }

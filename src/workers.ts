@@ -47,7 +47,7 @@ export async function startWorkers(deps: {
   queue: JobQueue;
   clock: Clock;
   log: FastifyBaseLogger;
-  /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (tests answer offline); INBOUND_DNS_SERVERS or the system's when absent. */
+  /** How the inbound receiver's SPF, DKIM and DMARC checks ask the DNS (tests answer offline); DNS_SERVERS or the system's when absent. */
   dnsResolver?: DNSResolver;
 }): Promise<Workers> {
   const transport = createMailTransport(deps.config, deps.clock, deps.log);

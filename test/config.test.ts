@@ -89,7 +89,6 @@ describe('configuration', () => {
       port: 2525,
       maxBytes: 10 * 1024 * 1024,
       forwardsPerDay: 20,
-      dnsServers: [],
       feedbackLoops: ['staff@hotmail.com', 'feedback@arf.mail.yahoo.com', 'scomp@aol.net', 'amazonses.com'],
     });
     const loops = (value: string) => loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_FEEDBACK_LOOPS: value }).inbound?.feedbackLoops;
@@ -109,10 +108,14 @@ describe('configuration', () => {
     assert.equal(relayOf({ SMTP_URL: 'smtp://relay.example:25', SMTP_RELAY: 'SendGrid' }), 'sendgrid');
     assert.throws(() => relayOf({ SMTP_RELAY: 'mailgun' }), /SMTP_RELAY must be one of sendgrid, postmark, ses, other/);
     assert.throws(() => loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: 'not a server' }), /INBOUND_DNS_SERVERS/);
-    assert.deepEqual(loadConfig({ INBOUND_DOMAIN: 'in.example', INBOUND_DNS_SERVERS: '127.0.0.1:5353, ::1' }).inbound?.dnsServers, [
-      '127.0.0.1:5353',
-      '::1',
-    ]);
+    assert.deepEqual(loadConfig({ INBOUND_DNS_SERVERS: '127.0.0.1:5353, ::1' }).dnsServers, ['127.0.0.1:5353', '::1']);
+    assert.throws(() => loadConfig({ DNS_SERVERS: 'not a server' }), /DNS_SERVERS must list DNS server addresses/);
+    assert.deepEqual(
+      loadConfig({ DNS_SERVERS: '[::1]:5353', INBOUND_DNS_SERVERS: '127.0.0.1' }).dnsServers,
+      ['[::1]:5353'],
+      'the new name wins',
+    );
+    assert.deepEqual(loadConfig({}).dnsServers, []);
     assert.equal(loadConfig({}).inbound, undefined);
     assert.throws(
       () =>

@@ -35,6 +35,7 @@ const TAGS: { name: string; description: string }[] = [
   { name: 'Users', description: 'Accounts, their roles and their teams.' },
   { name: 'Teams', description: 'Groups of users managed by a Team Administrator.' },
   { name: 'API keys', description: 'Bearer keys that authenticate API requests.' },
+  { name: 'Domains', description: 'Sender domains: whether their SPF, DKIM, DMARC, MX and Return-Path records are as Hopper needs.' },
   { name: 'Webhooks', description: 'Endpoints of yours that Hopper posts signed events to (Standard Webhooks).' },
   {
     name: 'Provider callbacks',

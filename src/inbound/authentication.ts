@@ -7,7 +7,7 @@ import type { ReplyAuthentication } from '../db/schema.ts';
  * Who a reply really comes from: SPF (the connecting address against the envelope sender's
  * domain), DKIM (the message's signatures) and DMARC (either aligned with the From domain, and
  * the domain's policy), checked by mailauth as the message arrives. The DNS is the system's,
- * the servers of INBOUND_DNS_SERVERS, or (tests) a resolver given to the receiver, so that the
+ * the servers of DNS_SERVERS, or (tests) a resolver given to the receiver, so that the
  * checks run without the network.
  *
  * What Hopper does with the verdict (inbound-messages.ts): a reply whose DMARC fails is held —
@@ -25,7 +25,7 @@ export interface Arrival {
   sender: string;
 }
 
-/** The resolver of INBOUND_DNS_SERVERS (`host` or `host:port`), or the system's when there are none. */
+/** The resolver of DNS_SERVERS (`host` or `host:port`), or the system's when there are none. */
 export function dnsResolver(servers: readonly string[]): DNSResolver | undefined {
   if (servers.length === 0) return undefined;
   const resolver = new Resolver({ timeout: 3000, tries: 2 });

@@ -39,7 +39,7 @@ export interface InboundDeps {
   clock: Clock;
   log: FastifyBaseLogger;
   tls: { key: string; cert: string } | undefined;
-  /** How the SPF, DKIM and DMARC checks ask the DNS (tests give their own); INBOUND_DNS_SERVERS or the system's when absent. */
+  /** How the SPF, DKIM and DMARC checks ask the DNS (tests give their own); DNS_SERVERS or the system's when absent. */
   resolver?: DNSResolver | undefined;
 }
 
@@ -171,7 +171,7 @@ class InboundHandler {
   constructor(deps: InboundDeps, inbound: InboundConfig) {
     this.#deps = deps;
     this.#inbound = inbound;
-    this.#resolver = deps.resolver ?? dnsResolver(inbound.dnsServers);
+    this.#resolver = deps.resolver ?? dnsResolver(deps.config.dnsServers);
     this.#received = new GroupCommit<ReceivedMessage>({
       maxBatch: MAX_BATCH,
       maxInFlight: MAX_BATCHES_IN_FLIGHT,

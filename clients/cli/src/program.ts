@@ -6,6 +6,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { createHopper, type Hopper, unwrap } from '../../typescript/src/index.ts';
 import { describeProfiles, loadProfile, maskKey, type Profile, saveProfile } from './config.ts';
 import { createDrop, createdLine, createEmail, liftSuppressions, recipientsOf, textOf, watchMessage } from './create.ts';
+import { checkDomain } from './domains.ts';
 import { defaultErrorsPath, importContacts } from './import.ts';
 import { cancelMessage, KINDS, listMessages, reportMessage, sendMessage, showMessage } from './messages.ts';
 import { CliError, describeError, type Io } from './output.ts';
@@ -303,6 +304,17 @@ export async function main(argv: string[], io: Io): Promise<number> {
         json?: boolean;
       }) => liftSuppressions(io, await client(), await userOf(options.user), options),
     );
+
+  program
+    .command('domains')
+    .description('sender domains')
+    .command('check')
+    .description("check a sender domain's SPF, DKIM, DMARC, MX and Return-Path records; exits 1 unless every one is ok")
+    .argument('<domain>', 'the domain emails are sent from, e.g. maplerealty.com')
+    .addOption(json())
+    .action(async (domain: string, options: { json?: boolean }) => {
+      exitCode = await checkDomain(io, await client(), domain, Boolean(options.json));
+    });
 
   let exitCode = 0;
   try {

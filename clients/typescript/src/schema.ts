@@ -1065,6 +1065,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v3/domains/{domain}/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Check a sender domain's SPF, DKIM, DMARC, MX and Return-Path records (Administrator, or a user for their own domain)
+         * @description Check a sender domain's SPF, DKIM, DMARC, MX and Return-Path records (Administrator, or a user for their own domain)
+         */
+        get: operations["checkDomain"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/unsubscribe/{token}": {
         parameters: {
             query?: never;
@@ -3411,6 +3431,29 @@ export interface components {
             next_since: string | null;
             /** @description The last event of this page, to go on after; null when this was the last page */
             next_after_event_id: number | null;
+        };
+        DomainRecordCheck: {
+            /** @enum {string} */
+            type: "spf" | "dkim" | "dmarc" | "mx" | "return_path";
+            /** @enum {string} */
+            status: "ok" | "missing" | "wrong";
+            /** @description The DNS name the record lives at */
+            name: string;
+            /** @description The records found there (TXT strings joined; MX as "preference host") */
+            found: string[];
+            /** @description The value to publish (for DKIM, the exact TXT value); null where it is the operator’s choice */
+            expected: string | null;
+            /** @description What is right or wrong, in words */
+            detail: string;
+        };
+        DomainCheck: {
+            domain: string;
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            checked_at: string;
+            records: components["schemas"]["DomainRecordCheck"][];
         };
         OneClickUnsubscribe: {
             /** @enum {string} */
@@ -7010,6 +7053,42 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    checkDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A domain name such as maplerealty.com */
+                domain: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DomainCheck"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["ServiceUnavailable"];
         };

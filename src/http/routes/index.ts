@@ -3,6 +3,7 @@ import type { App, RoutePlugin } from '../fastify-types.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { contactImportRoutes } from './contact-import.ts';
 import { contactRoutes } from './contacts.ts';
+import { domainRoutes } from './domains.ts';
 import { mediaRoutes } from './media.ts';
 import { relayWebhookRoutes } from './relay-webhooks.ts';
 import { sendgridWebhookRoutes } from './sendgrid-webhook.ts';
@@ -31,6 +32,7 @@ const API: RoutePlugin[] = [
   voicemailDropRoutes,
   templatedEmailRoutes,
   webhookRoutes,
+  domainRoutes,
 ];
 
 /**
