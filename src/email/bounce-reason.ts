@@ -1,4 +1,5 @@
 import { REASON_PATTERNS, STATUS_REASON } from './bounce-patterns.ts';
+import { hostReason } from './bounce-rhost.ts';
 
 /**
  * Why a delivery failed, from what the bouncing server said: its DSN status (`5.1.1`), SMTP reply
@@ -14,6 +15,8 @@ interface FailureFacts {
   command: string | null;
   diagnostic: string;
   action: string | null;
+  /** The remote host that answered, when the report names it (bounce-rhost.ts). */
+  host?: string | null;
 }
 
 const HARD_REASONS = new Set(['userunknown', 'hostunknown', 'hasmoved', 'notaccept']);
@@ -185,6 +188,9 @@ function isReason(reason: (typeof FIRST_ORDER)[number], f: FailureFacts, diagnos
 /** The reason of one failure (`Sisimai::Reason->get`). */
 export function failureReason(f: FailureFacts): string {
   if (f.status?.startsWith('2.')) return 'delivered';
+  // The provider's own codes first, as Sisimai::Fact asks Sisimai::Rhost before Sisimai::Reason.
+  const byHost = f.host ? hostReason({ ...f, host: f.host, diagnostic: f.diagnostic.slice(0, MAX_WORDS) }) : '';
+  if (byHost) return byHost;
   // A server's words are a few lines; the patterns are read on at most MAX_WORDS of them (some of
   // Sisimai's patterns backtrack heavily on long runs without spaces: a message crafted so must
   // not hold the receiver).

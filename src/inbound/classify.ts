@@ -260,7 +260,7 @@ function toReport(f: RawFailure, text: string): BounceReport {
   const replyCode = /\b([45][0-5]\d)\b/.exec(diagnostic.replace(/^smtp;\s*/i, ''))?.[1] ?? null;
   const command = smtpCommand(text);
   const action = f.action?.toLowerCase() ?? null;
-  const reason = failureReason({ status, replyCode, command, diagnostic, action });
+  const reason = failureReason({ status, replyCode, command, diagnostic, action, host: remoteHost(text) });
   const delayed =
     action === 'delayed' || (status?.startsWith('4.') === true && action !== 'failed' && reason === 'expired' && /delay/i.test(text));
   return {
@@ -347,6 +347,22 @@ function humanPart(text: string, recipient: string | null): string {
   if (said >= 0) return lines.slice(Math.max(0, said - 1), said + 6).join('\n');
   if (mention >= 0) return lines.slice(mention, mention + 6).join('\n');
   return text;
+}
+
+/**
+ * The remote host that answered: the DSN's Remote-MTA (RFC 3464 2.3.5), or the host Postfix
+ * ("host NAME[IP] said"), Exim ("host NAME [IP]"), sendmail ("while talking to NAME.") or
+ * Exchange ("Generating server: NAME") names.
+ */
+function remoteHost(text: string): string | null {
+  const name = '([\\w-]+(?:\\.[\\w-]+)+)';
+  return (
+    new RegExp(`^Remote-MTA:[ \\t]*(?:dns;[ \\t]*)?${name}`, 'im').exec(text)?.[1] ??
+    new RegExp(`\\bhost ${name} ?\\[[\\d.:a-f]+\\]`, 'i').exec(text)?.[1] ??
+    new RegExp(`while talking to ${name}\\.?:`, 'i').exec(text)?.[1] ??
+    new RegExp(`Generating server: ${name}`, 'i').exec(text)?.[1] ??
+    null
+  );
 }
 
 function smtpCommand(text: string): string | null {

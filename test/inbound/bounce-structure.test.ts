@@ -63,48 +63,56 @@ const usaNet = [
   RETURNED,
 ].join('\n');
 
-/** Postfix (Sisimai::Lhost::Postfix) with a 4.1.1 status on a user unknown in its table: the words decide. */
-const postfix411 = [
-  'Return-Path: <>',
-  'From: MAILER-DAEMON@mx.example.net (Mail Delivery System)',
-  'To: b-token@in.example',
-  'Subject: Undelivered Mail Returned to Sender',
-  'Date: Fri, 27 Nov 2026 10:00:00 +0000',
-  'Message-ID: <20261127100000.2@mx.example.net>',
-  'MIME-Version: 1.0',
-  'Content-Type: multipart/report; report-type=delivery-status; boundary="B1"',
-  '',
-  '--B1',
-  'Content-Description: Notification',
-  'Content-Type: text/plain; charset=us-ascii',
-  '',
-  'This is the mail system at host mx.example.net.',
-  '',
-  "I'm sorry to have to inform you that your message could not",
-  "be delivered to one or more recipients. It's attached below.",
-  '',
-  '<pat@example.net>: host mx.example.net[192.0.2.9] said: 550 4.1.1 <pat@example.net>: Recipient address',
-  '    rejected: User unknown in local recipient table (in reply to RCPT TO command)',
-  '',
-  '--B1',
-  'Content-Description: Delivery report',
-  'Content-Type: message/delivery-status',
-  '',
-  'Reporting-MTA: dns; mx.example.net',
-  '',
-  'Final-Recipient: rfc822; pat@example.net',
-  'Action: failed',
-  'Status: 4.1.1',
-  'Diagnostic-Code: smtp; 550 4.1.1 <pat@example.net>: Recipient address rejected: User unknown in local recipient table',
-  '',
-  '--B1',
-  'Content-Description: Undelivered Message Headers',
-  'Content-Type: text/rfc822-headers',
-  '',
-  RETURNED,
-  '--B1--',
-  '',
-].join('\n');
+/** A Postfix report (Sisimai::Lhost::Postfix) of what the remote host said. */
+const postfix = (host: string, status: string, said: string) =>
+  [
+    'Return-Path: <>',
+    'From: MAILER-DAEMON@mx.example.net (Mail Delivery System)',
+    'To: b-token@in.example',
+    'Subject: Undelivered Mail Returned to Sender',
+    'Date: Fri, 27 Nov 2026 10:00:00 +0000',
+    'Message-ID: <20261127100000.2@mx.example.net>',
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/report; report-type=delivery-status; boundary="B1"',
+    '',
+    '--B1',
+    'Content-Description: Notification',
+    'Content-Type: text/plain; charset=us-ascii',
+    '',
+    'This is the mail system at host mx.example.net.',
+    '',
+    "I'm sorry to have to inform you that your message could not",
+    "be delivered to one or more recipients. It's attached below.",
+    '',
+    `<pat@example.net>: host ${host}[192.0.2.9] said: ${said} (in reply to RCPT TO command)`,
+    '',
+    '--B1',
+    'Content-Description: Delivery report',
+    'Content-Type: message/delivery-status',
+    '',
+    'Reporting-MTA: dns; mx.example.net',
+    '',
+    'Final-Recipient: rfc822; pat@example.net',
+    'Action: failed',
+    `Status: ${status}`,
+    `Remote-MTA: dns; ${host}`,
+    `Diagnostic-Code: smtp; ${said}`,
+    '',
+    '--B1',
+    'Content-Description: Undelivered Message Headers',
+    'Content-Type: text/rfc822-headers',
+    '',
+    RETURNED,
+    '--B1--',
+    '',
+  ].join('\n');
+
+/** An unknown user under a 4.1.1 status: the words decide (Sisimai::SMTP::Error->soft_or_hard). */
+const postfix411 = postfix(
+  'mx.example.org',
+  '4.1.1',
+  '550 4.1.1 <pat@example.net>: Recipient address rejected: User unknown in local recipient table',
+);
 
 /** m-FILTER (Sisimai::Lhost::mFILTER) passing on a 5.1.1 of the server behind it: the status names the mailbox unknown. */
 const mFilter = [
@@ -148,7 +156,7 @@ const wrapped = [
   '--OUTER',
   'Content-Type: message/rfc822',
   '',
-  postfix411.replace('Status: 4.1.1', 'Status: 5.1.1').replaceAll('550 4.1.1', '550 5.1.1'),
+  postfix('mx.example.org', '5.1.1', '550 5.1.1 <pat@example.net>: Recipient address rejected: User unknown'),
   '--OUTER--',
   '',
 ].join('\n');
@@ -223,6 +231,19 @@ describe('Sisimai as the judge of the per-MTA forms', { skip: tools.sisimai.skip
     ['IMail Server: unknown user, then the original message', imail],
     ['Postfix: an unknown user under a 4.1.1 status', postfix411],
     ['m-FILTER: the 5.1.1 of the server behind it', mFilter],
+    // Sisimai::Rhost: the provider's own code decides, whatever the status says.
+    [
+      'GoDaddy: too many messages this hour (IB504)',
+      postfix('smtp.secureserver.net', '5.1.0', '550 5.1.0 This IP has sent too many messages this hour. IB504'),
+    ],
+    [
+      'Spectrum: too many connections (AUP#1350)',
+      postfix('mx1.charter.net', '5.1.0', '550 5.1.0 Too many connections from your IP AUP#CNCT-1350'),
+    ],
+    [
+      'Orange: an invalid recipient (LPN007_416)',
+      postfix('smtp-in.orange.fr', '5.5.0', '550 5.5.0 Adresse destinataire invalide. Invalid recipient. LPN007_416'),
+    ],
   ] as const) {
     test(name, async () => {
       const file = join(dir, `${name.replace(/\W+/g, '-')}.eml`);
