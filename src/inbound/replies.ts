@@ -97,6 +97,28 @@ function toApiAuthentication({ spf, dkim, dmarc, from_domain, results }: ReplyAu
   return { spf, dkim, dmarc, from_domain, results };
 }
 
+/** A user's newest replies (automatic ones left out), with how many of all their replies are held, for the dashboard. */
+export async function latestReplies(db: Db, userId: number, limit: number) {
+  const [rows, held] = await Promise.all([
+    db
+      .selectFrom('replies')
+      .select(['id', 'message_kind', 'message_id', 'from_address', 'from_name', 'subject', 'received_at', 'held_reason'])
+      .where('user_id', '=', userId)
+      .where('auto_reply', '=', false)
+      .orderBy('received_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute(),
+    db
+      .selectFrom('replies')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('user_id', '=', userId)
+      .where('held_reason', 'is not', null)
+      .executeTakeFirstOrThrow(),
+  ]);
+  return { rows, held: Number(held.n) };
+}
+
 /** One message taken by the receiver for one of our addresses, and the reply it brings, if any. */
 export interface InboundMessage {
   recipient: string;

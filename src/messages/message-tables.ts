@@ -198,6 +198,59 @@ function statusCount(status: MessageStatusColumn) {
   return sql.ref(status.toLowerCase());
 }
 
+// ── The pages' summaries (web/pages/dashboard.ts) ───────────────────────────────────────────
+
+/** What happened to an owner's messages sent on one day: their counters summed, by the day each started sending. */
+interface DailyCounters {
+  /** `YYYY-MM-DD` in the time zone asked for. */
+  day: string;
+  sent: number;
+  delivered: number;
+  reply: number;
+  bounce: number;
+  spamreport: number;
+  unsubscribe: number;
+}
+
+/**
+ * An owner's messages of both kinds that started sending since `since`, their counters summed by
+ * the day (in `timeZone`) each started: a message's later replies and bounces count on its own
+ * day, as listmonk counts a campaign's. Reads a few counter rows per message (16 shards), never
+ * the deliveries.
+ */
+export async function dailyCounters(db: Db, ownerId: number, since: Date, timeZone: string): Promise<DailyCounters[]> {
+  const sums = (['sent', 'delivered', 'reply', 'bounce', 'spamreport', 'unsubscribe'] as const).map(
+    (name) => sql`coalesce(sum(c.${sql.ref(name)}), 0)::integer AS ${sql.ref(name)}`,
+  );
+  const started = MESSAGE_KINDS.map(
+    (kind) => sql`SELECT ${kind}::text AS kind, id, sending_at FROM ${sql.table(MESSAGE_TABLES[kind])}
+      WHERE user_id = ${ownerId} AND deleted_at IS NULL AND sending_at >= ${since}`,
+  );
+  const { rows } = await sql<DailyCounters>`
+    SELECT to_char(m.sending_at AT TIME ZONE ${timeZone}, 'YYYY-MM-DD') AS day, ${sql.join(sums)}
+    FROM (${sql.join(started, sql` UNION ALL `)}) m
+    JOIN message_counters c ON c.message_kind = m.kind AND c.message_id = m.id
+    GROUP BY 1 ORDER BY 1`.execute(db);
+  return rows;
+}
+
+/** An owner's next scheduled messages of both kinds, soonest first. */
+export async function scheduledNext(
+  db: Db,
+  ownerId: number,
+  limit: number,
+): Promise<{ kind: MessageKind; id: number; name: string; send_at: Date | null }[]> {
+  const { rows } = await sql<{ kind: MessageKind; id: string | number; name: string; send_at: Date | null }>`
+    SELECT * FROM (
+      (SELECT 'templated_email' AS kind, id, subject AS name, send_at FROM templated_emails
+        WHERE user_id = ${ownerId} AND status = 'Scheduled' AND deleted_at IS NULL ORDER BY send_at LIMIT ${limit})
+      UNION ALL
+      (SELECT 'voicemail_drop' AS kind, id, name, send_at FROM voicemail_drops
+        WHERE user_id = ${ownerId} AND status = 'Scheduled' AND deleted_at IS NULL ORDER BY send_at LIMIT ${limit})
+    ) s ORDER BY send_at NULLS FIRST, id LIMIT ${limit}`.execute(db);
+  return rows.map((row) => ({ ...row, id: Number(row.id) }));
+}
+
 // ── The API's writes (message-writes.ts) ─────────────────────────────────────────────────────
 
 /** The live message of an owner, of one kind, that has this external id (the holder a 409 names). */

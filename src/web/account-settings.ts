@@ -6,10 +6,13 @@ import type { App } from '../http/fastify-types.ts';
 import { createApiKey, findLiveApiKey, KEY_NAME_MAX_LENGTH, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
 import { changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';
+import { emptyForm, type Form, formValues, submitForm } from './forms.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 import { graceEndsAt, type WebSession } from './sessions.ts';
 
 const INTEGRATIONS = '/account/settings/integrations';
+/** The sender form's fields, in the page's order, with their labels (the errors name them so). */
+const SENDER_LABELS = { sender_name: 'Sender name', sender_email: 'Sender email', postal_address: 'Postal address' };
 /** Notices a redirect may ask for by name: the page never echoes text from the URL. */
 const NOTICES = { revoked: 'The key was revoked. Programs using it are refused from their next request on.' } as const;
 
@@ -26,7 +29,7 @@ export async function accountSettingsRoutes(web: App, ctx: AppContext): Promise<
 /** What every tab of the settings shows: the session, the tab, and the end of a cancelled account's grace period. */
 function tabData(session: WebSession, tab: 'profile' | 'integrations', config: AppContext['config']) {
   const graceEnd = graceEndsAt(session.user, config);
-  return { session, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
+  return { session, section: 'settings' as const, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
 }
 
 /** The profile tab: who the user is, and the sender identity of their emails. */
@@ -38,18 +41,17 @@ function profileRoutes(web: App, { database: { db }, config, clock }: AppContext
     return sendProfile(reply, session, { notice });
   });
 
-  async function sendProfile(
-    reply: FastifyReply,
-    session: WebSession,
-    extra: { notice?: string; senderError?: string } = {},
-    status = 200,
-  ) {
-    const user = await findUser(db, session.user.id);
-    const sender = user ? toApiUser(user) : { sender_name: '', sender_email: '', postal_address: null };
+  async function sendProfile(reply: FastifyReply, session: WebSession, extra: { notice?: string; form?: Form } = {}, status = 200) {
+    let form = extra.form;
+    if (!form) {
+      const user = await findUser(db, session.user.id);
+      const sender = user ? toApiUser(user) : { sender_name: '', sender_email: '', postal_address: null };
+      form = emptyForm({ sender_name: sender.sender_name, sender_email: sender.sender_email, postal_address: sender.postal_address ?? '' });
+    }
     return sendPage(
       reply,
       'settings-profile',
-      { title: 'Profile', ...tabData(session, 'profile', config), user: session.user, sender, ...extra },
+      { title: 'Profile', ...tabData(session, 'profile', config), user: session.user, notice: extra.notice, form },
       status,
     );
   }
@@ -57,23 +59,12 @@ function profileRoutes(web: App, { database: { db }, config, clock }: AppContext
   // The sender identity (name, address, postal address) of the signed-in user's emails.
   web.post('/account/settings/sender', { schema: PAGE_SCHEMA }, async (request, reply) => {
     const session = request.webSession as WebSession;
-    const body = (request.body ?? {}) as Record<string, unknown>;
-    const field = (name: string) => (typeof body[name] === 'string' ? (body[name] as string).trim() : '');
-    try {
-      await changeSender(
-        db,
-        session.user.id,
-        { sender_name: field('sender_name'), sender_email: field('sender_email'), postal_address: field('postal_address') },
-        clock(),
-      );
-    } catch (error) {
-      const fields = error instanceof DomainError ? error.errors : undefined;
-      if (!fields) throw error;
-      const senderError = Object.entries(fields)
-        .map(([k, v]) => `${k.replace('_', ' ')} ${v.join(', ')}`)
-        .join('; ');
-      return sendProfile(reply, session, { senderError }, 422);
-    }
+    const values = formValues(request.body, Object.keys(SENDER_LABELS));
+    const { sender_name = '', sender_email = '', postal_address = '' } = values;
+    const outcome = await submitForm(values, SENDER_LABELS, () =>
+      changeSender(db, session.user.id, { sender_name, sender_email, postal_address }, clock()),
+    );
+    if (!outcome.ok) return sendProfile(reply, session, { form: outcome.form }, 422);
     return reply.redirect('/account/settings?saved', 303);
   });
 }

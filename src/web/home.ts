@@ -1,6 +1,6 @@
 import type { App } from '../http/fastify-types.ts';
 import { PROBLEMS, type ProblemCode } from '../http/problems.ts';
-import { PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
+import { PAGE_SCHEMA, sendMessage } from './render.ts';
 
 /** What each problem means and what to do about it: the page a problem's `type` URL answers with. */
 const EXPLANATIONS: Record<ProblemCode, string> = {
@@ -39,21 +39,8 @@ const EXPLANATIONS: Record<ProblemCode, string> = {
     'The server cannot reach its database right now. Nothing was changed; retry after the seconds the Retry-After header gives.',
 };
 
-/** The landing page at `/` and one page per problem type, under the pages' strict CSP. */
+/** One page per problem type, under the pages' strict CSP (the problem's `type` URL). */
 export async function homePages(web: App): Promise<void> {
-  web.get('/', { schema: PAGE_SCHEMA }, async (request, reply) =>
-    sendPage(reply, 'home', {
-      title: 'Hopper',
-      text: 'Voicemail drops and templated emails to your contacts, now or later, behind the /v3 messaging API.',
-      links: [
-        { href: '/docs', label: 'API reference (/docs)' },
-        { href: '/login', label: 'Sign in to account settings' },
-        { href: '/health', label: 'Service health' },
-      ],
-      session: request.webSession,
-    }),
-  );
-
   web.get('/problems/:code', { schema: PAGE_SCHEMA }, async (request, reply) => {
     const { code } = request.params as { code: string };
     if (!Object.hasOwn(PROBLEMS, code)) {

@@ -5,15 +5,18 @@ import formbody from '@fastify/formbody';
 import helmet from '@fastify/helmet';
 import type { FastifyError } from 'fastify';
 import type { AppContext } from '../app-context.ts';
+import { DomainError } from '../errors.ts';
 import type { App } from '../http/fastify-types.ts';
 import { HttpError } from '../http/problems.ts';
 import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
+import { dashboardPage } from './pages/dashboard.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
 import { signInRoutes } from './sign-in.ts';
 import { unsubscribePages } from './unsubscribe.ts';
+import { ACTING_FOR_COOKIE, actingForRoutes, type Viewer, viewerOf } from './viewer.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -23,10 +26,18 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The signed-in browser session of a web request, or null. */
     webSession: WebSession | null;
+    /** Who a signed-in page is for (viewer.ts), or null without a session. */
+    viewer: Viewer | null;
   }
 }
 
-const ASSETS = { 'app.css': 'text/css; charset=utf-8', 'copy.js': 'text/javascript; charset=utf-8' } as const;
+const TITLES: Record<number, string> = { 403: 'Not yours to see', 404: 'Page not found' };
+
+const ASSETS = {
+  'app.css': 'text/css; charset=utf-8',
+  'copy.js': 'text/javascript; charset=utf-8',
+  'favicon.svg': 'image/svg+xml',
+} as const;
 
 /**
  * The web pages (sign-in and account settings). Everything registered here lives in this plugin's
@@ -60,12 +71,14 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
     },
   });
   web.decorateRequest('webSession', null);
+  web.decorateRequest('viewer', null);
 
   // preValidation runs once the form body is parsed: every POST must carry the right token before
   // any handler sees it.
   web.addHook('preValidation', async (request, reply) => {
     if (request.routeOptions.url?.startsWith('/static/')) return;
     request.webSession = await findSession(database.db, config, request.cookies[SESSION_COOKIE], clock());
+    if (request.webSession) request.viewer = await viewerOf(database.db, request.webSession, request.cookies[ACTING_FOR_COOKIE]);
     if (request.method !== 'POST') return;
     const submitted = (request.body as Record<string, unknown> | undefined)?.[CSRF_FIELD];
     const expected = request.routeOptions.config.signInForm ? request.cookies[SIGN_IN_COOKIE] : request.webSession?.csrfToken;
@@ -84,11 +97,18 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   });
 
   web.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = error instanceof HttpError ? error.status : (error.statusCode ?? 500);
+    // A domain error is the problem the API would answer: 403 for another's message, 404 for none.
+    const known = error instanceof DomainError ? HttpError.from(error) : error;
+    const status = known instanceof HttpError ? known.status : (error.statusCode ?? 500);
     if (status >= 500) request.log.error({ err: error }, 'page failed');
-    if (error instanceof HttpError) reply.headers(error.headers);
-    const text = status >= 500 ? `Something went wrong on our side (error id ${request.id}).` : error.message;
-    return sendMessage(reply, status, { title: status >= 500 ? 'Server error' : 'Request refused', text }, request.webSession);
+    if (known instanceof HttpError) reply.headers(known.headers);
+    const text = status >= 500 ? `Something went wrong on our side (error id ${request.id}).` : known.message;
+    return sendMessage(
+      reply,
+      status,
+      { title: status >= 500 ? 'Server error' : (TITLES[status] ?? 'Request refused'), text },
+      request.webSession,
+    );
   });
 
   for (const [name, type] of Object.entries(ASSETS)) {
@@ -100,5 +120,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
 
   await signInRoutes(web, ctx);
   await accountSettingsRoutes(web, ctx);
+  await actingForRoutes(web, ctx);
   await homePages(web);
+  await dashboardPage(web, ctx);
 }

@@ -16,19 +16,43 @@ export const PAGE_SCHEMA = { hide: true } as const;
 interface PageData {
   title: string;
   session?: WebSession | null;
+  /** The main navigation's entry this page belongs to (marked `aria-current`). */
+  section?: Section;
   [name: string]: unknown;
 }
+
+/** The main navigation of every signed-in page, in its order. */
+const NAV = [
+  { section: 'dashboard', href: '/', label: 'Dashboard' },
+  { section: 'emails', href: '/emails', label: 'Emails' },
+  { section: 'drops', href: '/drops', label: 'Drops' },
+  { section: 'replies', href: '/replies', label: 'Replies' },
+  { section: 'contacts', href: '/contacts', label: 'Contacts' },
+  { section: 'suppressions', href: '/suppressions', label: 'Suppressions' },
+  { section: 'settings', href: '/account/settings', label: 'Settings' },
+] as const;
+type Section = (typeof NAV)[number]['section'];
 
 /** A view rendered on its own, for pages outside the signed-in layout. */
 export function renderView(view: string, data: object): string {
   return eta.render(view, data);
 }
 
+/**
+ * A page in the layout: the header, and for a signed-in session the navigation and, for those who
+ * may act for others, the switcher (`viewer.ts`); `returnTo` brings the switcher back to this page.
+ */
 export function sendPage(reply: FastifyReply, view: string, data: PageData, status = 200): FastifyReply {
   const session = data.session ?? null;
+  const viewer = session ? reply.request.viewer : null;
   const html = eta.render(view, {
     ...data,
     session,
+    viewer,
+    nav: NAV.map((item) => ({ ...item, current: item.section === data.section })),
+    // A page answering a POST (a refused form) has no address of its own to come back to.
+    returnTo: reply.request.method === 'GET' ? reply.request.url : '/',
+    ownerName: viewer ? fullName(viewer.owner) : '',
     userName: session ? fullName(session.user) : '',
     csrfToken: session?.csrfToken ?? '',
   });

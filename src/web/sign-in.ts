@@ -8,6 +8,7 @@ import { newSignInToken, SIGN_IN_COOKIE } from './csrf.ts';
 import { formatForUser, PAGE_SCHEMA, sendPage } from './render.ts';
 import { endSession, graceEndsAt, SESSION_COOKIE, startSession } from './sessions.ts';
 import { reserveSignInAttempt, signInSucceeded } from './sign-in-throttle.ts';
+import { localPath } from './viewer.ts';
 
 /** Unknown email, wrong password, no password set: one answer, so the form reveals no accounts. */
 export const SIGN_IN_FAILED = 'The email or password is incorrect.';
@@ -21,24 +22,33 @@ function formText(body: unknown, name: string): string {
 }
 
 /** The form, with a sign-in CSRF token in a cookie and a hidden field (kept if the browser has one, so two tabs both work). */
-function sendSignInForm(request: FastifyRequest, reply: FastifyReply, form: { email?: string; error?: string }, status = 200) {
+function sendSignInForm(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  form: { email?: string; error?: string; next: string },
+  status = 200,
+) {
   const existing = request.cookies[SIGN_IN_COOKIE];
   const token = existing && SIGN_IN_TOKEN.test(existing) ? existing : newSignInToken();
   reply.setCookie(SIGN_IN_COOKIE, token, { ...COOKIE, maxAge: 3600 });
-  return sendPage(reply, 'sign-in', { title: 'Sign in', email: form.email ?? '', error: form.error, signInToken: token }, status);
+  const data = { title: 'Sign in', email: form.email ?? '', error: form.error, signInToken: token, next: form.next };
+  return sendPage(reply, 'sign-in', data, status);
 }
 
 /** `/login` and `/logout`: open to anyone; both POSTs carry a CSRF token (checked in index.ts). */
 export async function signInRoutes(web: App, { database: { db }, config, clock }: AppContext): Promise<void> {
   web.get('/login', { schema: PAGE_SCHEMA }, async (request, reply) => {
-    if (request.webSession) return reply.redirect('/account/settings', 303);
-    return sendSignInForm(request, reply, {});
+    // `next`: the page a signed-out visitor asked for (a bookmark, a link in an email).
+    const next = localPath((request.query as { next?: unknown }).next);
+    if (request.webSession) return reply.redirect(next, 303);
+    return sendSignInForm(request, reply, { next });
   });
 
   web.post('/login', { schema: PAGE_SCHEMA, config: { signInForm: true } }, async (request, reply) => {
     const email = formText(request.body, 'email').trim().slice(0, 254);
     const password = formText(request.body, 'password');
-    if (!email || !password) return sendSignInForm(request, reply, { email, error: 'Enter your email and your password.' }, 422);
+    const next = localPath(formText(request.body, 'next'));
+    if (!email || !password) return sendSignInForm(request, reply, { email, next, error: 'Enter your email and your password.' }, 422);
 
     const now = clock();
     const attempt = await reserveSignInAttempt(db, email, request.ip, now);
@@ -47,7 +57,7 @@ export async function signInRoutes(web: App, { database: { db }, config, clock }
       reply.header('Retry-After', String(attempt.waitSeconds));
       const minutes = Math.ceil(attempt.waitSeconds / 60);
       const error = `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
-      return sendSignInForm(request, reply, { email, error }, 429);
+      return sendSignInForm(request, reply, { email, next, error }, 429);
     }
 
     const user = await findSignInUser(db, email);
@@ -58,14 +68,14 @@ export async function signInRoutes(web: App, { database: { db }, config, clock }
       // The attempt stays reserved: it counts as a failure.
       // The email typed is not logged: people type their password into it by mistake.
       request.log.info('sign-in failed');
-      return sendSignInForm(request, reply, { email, error: SIGN_IN_FAILED }, 422);
+      return sendSignInForm(request, reply, { email, next, error: SIGN_IN_FAILED }, 422);
     }
 
     const graceEnd = graceEndsAt(user, config);
     if (graceEnd && now >= graceEnd) {
       request.log.info({ userId: user.id }, 'sign-in refused: account closed');
       const error = `This account was cancelled and its grace period ended on ${formatForUser(graceEnd, null)}; it can no longer sign in.`;
-      return sendSignInForm(request, reply, { email, error }, 403);
+      return sendSignInForm(request, reply, { email, next, error }, 403);
     }
 
     await signInSucceeded(db, email, attempt.reserved);
@@ -74,7 +84,7 @@ export async function signInRoutes(web: App, { database: { db }, config, clock }
     return reply
       .setCookie(SESSION_COOKIE, session.token, { ...COOKIE, expires: session.expiresAt })
       .clearCookie(SIGN_IN_COOKIE, COOKIE)
-      .redirect('/account/settings', 303);
+      .redirect(next, 303);
   });
 
   web.post('/logout', { schema: PAGE_SCHEMA }, async (request, reply) => {

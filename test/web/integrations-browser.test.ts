@@ -68,7 +68,7 @@ test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it',
       if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
     });
 
-    await page.goto(`${base}/login`);
+    await page.goto(`${base}/login?next=%2Faccount%2Fsettings`);
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(PASSWORD);
     await page.getByLabel('Password').press('Enter');

@@ -41,7 +41,14 @@ describe('account settings: Profile, email sender', () => {
 
     const bad = await b.post('/account/settings/sender', { sender_name: 'x', sender_email: 'not an address', postal_address: '' });
     assert.equal(bad.status, 422);
-    assert.match(bad.html, /sender email/);
+    // The form kit: a summary linking to the field, the error in place, what was typed kept.
+    assert.match(bad.html, /class="error-summary"[\s\S]*<a href="#sender_email">Sender email must be an email address\.<\/a>/);
+    assert.match(
+      bad.html,
+      /id="sender_email-error"[^>]*><span class="visually-hidden">Error: <\/span>Sender email must be an email address\./,
+    );
+    assert.match(bad.html, /id="sender_email"[^>]*value="not an address"[^>]*aria-describedby="sender_email-error" aria-invalid="true"/);
+    assert.match(bad.html, /id="sender_name"[^>]*value="x"/);
     assert.equal((await api.get(`/v3/users/${user.id}`)).body.sender_email, 'jane@agents.example', 'nothing saved');
 
     await b.get('/account/settings');

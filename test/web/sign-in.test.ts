@@ -34,7 +34,7 @@ describe('web sign-in', () => {
     const b = browser(t.app, nextAddress());
     const signedIn = await b.signIn(user.email.toUpperCase(), PASSWORD);
     assert.equal(signedIn.status, 303);
-    assert.equal(signedIn.location, '/account/settings');
+    assert.equal(signedIn.location, '/', 'the dashboard');
     const cookie = [signedIn.headers['set-cookie']].flat().find((c) => String(c).startsWith(`${SESSION_COOKIE}=`));
     assert.match(String(cookie), /; HttpOnly/);
     assert.match(String(cookie), /; Secure/);

@@ -1,0 +1,160 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AxeBuilder } from '@axe-core/playwright';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { loadConfig } from '../../../src/config.ts';
+import { loadTls } from '../../../src/tls.ts';
+import { startTestApp, type TestApp, type TestAppOptions } from '../../support/test-app.ts';
+import { tools } from '../../support/tools.ts';
+
+/**
+ * The pages in a real browser: Hopper over real HTTPS on loopback, Debian's chromium driven by
+ * playwright-core (never a downloaded browser). Every page a test opens is watched for console
+ * errors (a script that fails, a resource the CSP blocks) and for dialogs (an injected script that
+ * ran); `assertClean` fails on any, and `assertAccessible` on any serious or critical violation
+ * axe-core finds.
+ */
+export interface BrowserRun {
+  t: TestApp;
+  base: string;
+  context: BrowserContext;
+  /** Console errors and dialogs seen so far on any page, with the page's URL. */
+  problems: string[];
+  newPage(options?: { javaScript?: boolean; width?: number }): Promise<Page>;
+  close(): Promise<void>;
+}
+
+export const skipBrowser = tools.chromium.skip;
+
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export async function startBrowserRun(options: TestAppOptions = {}): Promise<BrowserRun> {
+  const scratch = await mkdtemp(join(tmpdir(), 'hopper-pages-'));
+  const tls = await loadTls(loadConfig({ DATA_DIR: join(scratch, 'tls-data') }));
+  const t = await startTestApp({ ...options, https: { key: tls.key, cert: tls.cert } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `https://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  const browser = await chromium.launch({ executablePath: tools.chromium.path, headless: true, args: CHROMIUM_ARGS });
+  const problems: string[] = [];
+  const contexts: BrowserContext[] = [];
+  const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1100, height: 900 } });
+  contexts.push(context);
+
+  function watch(page: Page): Page {
+    // A wait that cannot succeed fails in seconds, naming what it waited for, not at the test's timeout.
+    page.setDefaultTimeout(15_000);
+    page.on('console', (message) => {
+      if (message.type() !== 'error') return;
+      // A refused form answers 4xx on purpose (422): Chrome logs the document's own status as an
+      // error. Any other resource that fails (a stylesheet, a script, an image) is a defect.
+      const own = message.location().url === page.url() && /status of 4\d\d/.test(message.text());
+      if (!own) problems.push(`${page.url()}: console error: ${message.text()} (${message.location().url})`);
+    });
+    page.on('pageerror', (error) => problems.push(`${page.url()}: page error: ${error.message}`));
+    page.on('dialog', async (dialog) => {
+      problems.push(`${page.url()}: a dialog opened (injected script ran?): ${dialog.message()}`);
+      await dialog.dismiss();
+    });
+    return page;
+  }
+
+  return {
+    t,
+    base,
+    context,
+    problems,
+    async newPage({ javaScript = true, width } = {}) {
+      if (javaScript && width === undefined) return watch(await context.newPage());
+      // Another context shares nothing (cookies, storage): the caller signs in again.
+      const other = await browser.newContext({
+        ignoreHTTPSErrors: true,
+        javaScriptEnabled: javaScript,
+        viewport: { width: width ?? 1100, height: 900 },
+      });
+      contexts.push(other);
+      return watch(await other.newPage());
+    },
+    async close() {
+      for (const c of contexts) await c.close().catch(() => {});
+      await browser.close().catch(() => {});
+      await t.close();
+      await rm(scratch, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Signs in through the form, as a person would, and waits for the page it leads to. */
+export async function signIn(page: Page, base: string, email: string, password: string, path = '/'): Promise<void> {
+  await page.goto(`${base}/login?next=${encodeURIComponent(path)}`);
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${base}${path}`);
+}
+
+/** No serious or critical accessibility violation on the page as it is (WCAG 2.x A and AA rules, and axe's best practices). */
+export async function assertAccessible(page: Page, what = page.url()): Promise<void> {
+  const results = await new AxeBuilder({ page }).analyze();
+  const bad = results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(
+    bad.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
+    [],
+    `axe-core on ${what}`,
+  );
+}
+
+/** No console error, failed script or dialog on any page of the run so far. */
+export function assertClean(run: BrowserRun): void {
+  assert.deepEqual(run.problems, [], "the browser's console");
+}
+
+/** Nothing wider than the viewport forces a sideways scroll of the whole page (tables scroll inside their own box). */
+export async function assertFitsWidth(page: Page): Promise<void> {
+  const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
+  assert.ok(overflow <= 1, `${page.url()} is ${overflow} px wider than its ${page.viewportSize()?.width} px viewport`);
+}
+
+/**
+ * Hostile text for names, subjects and replies: a script, an image whose error handler runs, a
+ * javascript: link, CSS that would hide the page or load from elsewhere, and a closing tag that
+ * would end a textarea or title early. Rendered as text, each shows literally and does nothing.
+ */
+export const HOSTILE = {
+  script: '<script>alert("script ran")</script>',
+  onerror: '<img src=x onerror="alert(\'onerror ran\')">',
+  javascriptLink: '<a href="javascript:alert(\'link ran\')">click me</a>',
+  css: '<style>body{display:none}</style><div style="position:fixed;inset:0;background:url(https://attacker.example/x)">',
+  breakout: '</textarea></title>"><svg onload=alert("svg ran")>',
+} as const;
+export const HOSTILE_TEXT = Object.values(HOSTILE).join(' ');
+
+/**
+ * The page shows hostile text inert: no element, attribute or link it would have made exists in
+ * the document (outside sandboxed frames), and the page is still visible.
+ */
+export async function assertInert(page: Page): Promise<void> {
+  // Run in the page: the browser's DOM, not Node's types.
+  const found = await page.evaluate(`({
+    scripts: [...document.scripts].filter((s) => !s.src).length,
+    handlers: document.querySelectorAll('[onerror], [onload], [onclick]').length,
+    javascriptLinks: [...document.querySelectorAll('a[href]')].filter((a) => /^\\s*javascript:/i.test(a.getAttribute('href') ?? '')).length,
+    styles: document.querySelectorAll('style, [style]').length,
+    hidden: getComputedStyle(document.body).display === 'none',
+  })`);
+  assert.deepEqual(
+    found,
+    { scripts: 0, handlers: 0, javascriptLinks: 0, styles: 0, hidden: false },
+    `${page.url()} keeps hostile text inert`,
+  );
+}
