@@ -17,6 +17,8 @@ interface FailureFacts {
   action: string | null;
   /** The remote host that answered, when the report names it (bounce-rhost.ts). */
   host?: string | null;
+  /** The reason the bouncing MTA's own phrases give (inbound/bounce-lhost.ts). */
+  mtaReason?: string | null;
 }
 
 const HARD_REASONS = new Set(['userunknown', 'hostunknown', 'hasmoved', 'notaccept']);
@@ -188,7 +190,10 @@ function isReason(reason: (typeof FIRST_ORDER)[number], f: FailureFacts, diagnos
 /** The reason of one failure (`Sisimai::Reason->get`). */
 export function failureReason(f: FailureFacts): string {
   if (f.status?.startsWith('2.')) return 'delivered';
-  // The provider's own codes first, as Sisimai::Fact asks Sisimai::Rhost before Sisimai::Reason.
+  // As Sisimai::Fact: the reason the MTA's format gave stands, unless it is one Sisimai::Reason
+  // retries (an unknown user, a system error…); then the provider's own codes (Sisimai::Rhost),
+  // then Sisimai::Reason, where the MTA's reason holds at its own place in the order.
+  if (f.mtaReason && !RETRIED.has(f.mtaReason)) return f.mtaReason;
   const byHost = f.host ? hostReason({ ...f, host: f.host, diagnostic: f.diagnostic.slice(0, MAX_WORDS) }) : '';
   if (byHost) return byHost;
   // A server's words are a few lines; the patterns are read on at most MAX_WORDS of them (some of
@@ -196,7 +201,8 @@ export function failureReason(f: FailureFacts): string {
   // not hold the receiver).
   const diagnostic = f.diagnostic.slice(0, MAX_WORDS).toLowerCase().replace(/\s+/g, ' ');
   if ((f.status && AUTH_STATUSES.has(f.status)) || AUTH_FAILURE.test(diagnostic)) return 'authfailure';
-  for (const reason of FIRST_ORDER) if (isReason(reason, f, diagnostic)) return reason;
+  for (const reason of FIRST_ORDER) if (f.mtaReason === reason || isReason(reason, f, diagnostic)) return reason;
+  if (f.mtaReason) return f.mtaReason;
 
   let reason = statusReason(f.status);
   if (reason === '' || reason === 'expired' || RETRIED.has(reason)) {

@@ -1,6 +1,7 @@
 import { convert as htmlToText } from 'html-to-text';
 import type { ParsedMail } from 'mailparser';
 import { classificationOf, failureReason, findStatus, isHardReason } from '../email/bounce-reason.ts';
+import { lhostReason } from './bounce-lhost.ts';
 
 /**
  * What an inbound message is, read from its parsed form (mailparser), as real mail servers write
@@ -223,7 +224,7 @@ function readReport(mail: ParsedMail, text: string, dsn: boolean): BounceReport 
     // Hopper sends one recipient per message: of a report on several, the first failure is ours.
     const chosen = failed[0] as RawFailure;
     const words = chosen.diagnostic || humanPart(text, chosen.recipient);
-    return toReport({ ...chosen, diagnostic: words }, text);
+    return toReport({ ...chosen, diagnostic: words }, text, lhostReason(mail, words)?.reason);
   }
   // A non-standard bounce: the words are the human-readable part.
   const human = humanPart(text, null);
@@ -234,7 +235,11 @@ function readReport(mail: ParsedMail, text: string, dsn: boolean): BounceReport 
   const delayed =
     /\b(delayed|delay|not yet been delivered|will (continue|keep) trying|will be retried|still trying|retry)\b/i.test(mail.subject ?? '') ||
     /has not yet been delivered|will continue (to attempt|trying)|delivery attempts will continue|will be retried/i.test(human);
-  return toReport({ recipient, status, action: delayed ? 'delayed' : null, diagnostic: human, remoteSaid: human }, text);
+  return toReport(
+    { recipient, status, action: delayed ? 'delayed' : null, diagnostic: human, remoteSaid: human },
+    text,
+    lhostReason(mail, human)?.reason,
+  );
 }
 
 function isUnknownMailbox(status: string | null): boolean {
@@ -254,13 +259,13 @@ function isDelivered(f: RawFailure): boolean {
   return /^(delivered|relayed|expanded|deliverable)/i.test(f.action ?? '') || (f.status?.startsWith('2.') ?? false);
 }
 
-function toReport(f: RawFailure, text: string): BounceReport {
+function toReport(f: RawFailure, text: string, mtaReason?: string): BounceReport {
   const diagnostic = f.diagnostic.replace(/\s+/g, ' ').trim();
   const status = f.status && f.status !== '5.0.0' && f.status !== '4.0.0' ? f.status : (findStatus(diagnostic) ?? f.status);
   const replyCode = /\b([45][0-5]\d)\b/.exec(diagnostic.replace(/^smtp;\s*/i, ''))?.[1] ?? null;
   const command = smtpCommand(text);
   const action = f.action?.toLowerCase() ?? null;
-  const reason = failureReason({ status, replyCode, command, diagnostic, action, host: remoteHost(text) });
+  const reason = failureReason({ status, replyCode, command, diagnostic, action, host: remoteHost(text), mtaReason });
   const delayed =
     action === 'delayed' || (status?.startsWith('4.') === true && action !== 'failed' && reason === 'expired' && /delay/i.test(text));
   return {

@@ -138,6 +138,38 @@ const mFilter = [
   RETURNED,
 ].join('\n');
 
+/** Amazon SES receiving (Sisimai::Lhost::ReceivingSES): its "Mailbox does not exist" is its filter's, whatever the 5.1.1 says. */
+const receivingSes = [
+  'From: postmaster@example.org',
+  'To: b-token@in.example',
+  'Subject: Delivery Status Notification (Failure)',
+  'Date: Fri, 27 Nov 2026 10:00:00 +0000',
+  'X-SES-Outgoing: 2026.11.27-54.240.27.7',
+  'MIME-Version: 1.0',
+  'Content-Type: multipart/report; report-type=delivery-status; boundary="S1"',
+  '',
+  '--S1',
+  'Content-Type: text/plain; charset=us-ascii',
+  '',
+  'This message could not be delivered.',
+  '--S1',
+  'Content-Type: message/delivery-status',
+  '',
+  'Reporting-MTA: dns; inbound-smtp.us-east-1.amazonaws.com',
+  '',
+  'Action: failed',
+  'Final-Recipient: rfc822; pat@example.org',
+  'Diagnostic-Code: smtp; 550 5.1.1 Mailbox does not exist',
+  'Status: 5.1.1',
+  '',
+  '--S1',
+  'Content-Type: text/rfc822-headers',
+  '',
+  RETURNED,
+  '--S1--',
+  '',
+].join('\n');
+
 /** A gateway that wraps the DSN it received, with its disclaimer, in a multipart/mixed. */
 const wrapped = [
   'From: postmaster@gateway.example.org',
@@ -231,6 +263,7 @@ describe('Sisimai as the judge of the per-MTA forms', { skip: tools.sisimai.skip
     ['IMail Server: unknown user, then the original message', imail],
     ['Postfix: an unknown user under a 4.1.1 status', postfix411],
     ['m-FILTER: the 5.1.1 of the server behind it', mFilter],
+    ['Amazon SES receiving: "Mailbox does not exist" under a 5.1.1', receivingSes],
     // Sisimai::Rhost: the provider's own code decides, whatever the status says.
     [
       'GoDaddy: too many messages this hour (IB504)',
