@@ -224,7 +224,7 @@ function readReport(mail: ParsedMail, text: string, dsn: boolean): BounceReport 
     // Hopper sends one recipient per message: of a report on several, the first failure is ours.
     const chosen = failed[0] as RawFailure;
     const words = chosen.diagnostic || humanPart(text, chosen.recipient);
-    return toReport({ ...chosen, diagnostic: words }, text, lhostReason(mail, words)?.reason);
+    return toReport({ ...chosen, diagnostic: words }, text, lhostReason(mail, text)?.reason);
   }
   // A non-standard bounce: the words are the human-readable part.
   const human = humanPart(text, null);
@@ -238,7 +238,7 @@ function readReport(mail: ParsedMail, text: string, dsn: boolean): BounceReport 
   return toReport(
     { recipient, status, action: delayed ? 'delayed' : null, diagnostic: human, remoteSaid: human },
     text,
-    lhostReason(mail, human)?.reason,
+    lhostReason(mail, text)?.reason,
   );
 }
 

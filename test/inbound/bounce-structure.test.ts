@@ -170,6 +170,44 @@ const receivingSes = [
   '',
 ].join('\n');
 
+/** EZweb (Sisimai::Lhost::EZweb): the account's state is said above the recipient's line, and decides. */
+const ezweb = [
+  'From: Mail Administrator <Postmaster@ezweb.ne.jp>',
+  'To: b-token@in.example',
+  'Subject: Mail System Error - Returned Mail',
+  'Date: Fri, 27 Nov 2026 10:00:00 +0900',
+  'Message-Id: <20261127100000.FFFFFFF1@lsean.ezweb.ne.jp>',
+  'MIME-Version: 1.0',
+  'Content-Type: multipart/report; report-type=delivery-status; boundary="E1"',
+  '',
+  '--E1',
+  'Content-Description: Notification',
+  'Content-Type: text/plain; charset=us-ascii',
+  '',
+  'The user(s) account is disabled.',
+  '',
+  '',
+  '<pat@ezweb.ne.jp>: 550 user unknown (in reply to RCPT TO command)',
+  '',
+  '--E1',
+  'Content-Description: Delivery error report',
+  'Content-Type: message/delivery-status',
+  '',
+  'Reporting-MTA: dns; lsean.ezweb.ne.jp',
+  '',
+  'Final-Recipient: rfc822; pat@ezweb.ne.jp',
+  'Action: failed',
+  'Status: 5.0.0',
+  '',
+  '--E1',
+  'Content-Description: Undelivered Message',
+  'Content-Type: message/rfc822',
+  '',
+  RETURNED,
+  '--E1--',
+  '',
+].join('\n');
+
 /** A gateway that wraps the DSN it received, with its disclaimer, in a multipart/mixed. */
 const wrapped = [
   'From: postmaster@gateway.example.org',
@@ -264,6 +302,7 @@ describe('Sisimai as the judge of the per-MTA forms', { skip: tools.sisimai.skip
     ['Postfix: an unknown user under a 4.1.1 status', postfix411],
     ['m-FILTER: the 5.1.1 of the server behind it', mFilter],
     ['Amazon SES receiving: "Mailbox does not exist" under a 5.1.1', receivingSes],
+    ['EZweb: a disabled account, said above the recipient', ezweb],
     // Sisimai::Rhost: the provider's own code decides, whatever the status says.
     [
       'GoDaddy: too many messages this hour (IB504)',
