@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import type { InboundMessageKind, NewReply, ReplyAuthentication, ReplyRow } from '../db/schema.ts';
@@ -95,6 +96,15 @@ export function toApiReply(row: ListedReply) {
 /** A reply's authentication as the API shows it: its fields in the schema's order (jsonb keeps its own). */
 function toApiAuthentication({ spf, dkim, dmarc, from_domain, results }: ReplyAuthentication): ReplyAuthentication {
   return { spf, dkim, dmarc, from_domain, results };
+}
+
+/** The replies to a message by the hour or day (`bucketSeconds`) they came, automatic ones left out: the report's timeline. */
+export async function replyTimeline(db: Db, kind: string, messageId: number, bucketSeconds: number) {
+  const { rows } = await sql<{ at: Date; n: string }>`
+    SELECT to_timestamp(floor(extract(epoch FROM received_at) / ${bucketSeconds}) * ${bucketSeconds}) AS at, count(*) AS n
+    FROM replies WHERE message_kind = ${kind} AND message_id = ${messageId} AND NOT auto_reply
+    GROUP BY 1 ORDER BY 1`.execute(db);
+  return rows.map((row) => ({ at: new Date(row.at), n: Number(row.n) }));
 }
 
 /** A user's newest replies (automatic ones left out), with how many of all their replies are held, for the dashboard. */

@@ -342,6 +342,21 @@ export async function summarizeDeliveries(db: Db, kind: MessageKind, messageId: 
 }
 
 /**
+ * How far the sending of each message has come: its deliveries (skipped ones aside) and those
+ * still pending, for the progress bars of the pages' lists. Counted from the (message, state, id)
+ * index alone; asked only for the messages that are Sending.
+ */
+export async function deliveryProgress(db: Db, kind: MessageKind, messageIds: readonly number[]) {
+  if (messageIds.length === 0) return new Map<number, { total: number; done: number }>();
+  const { rows } = await sql<{ message_id: string | number; total: string; pending: string }>`
+    SELECT message_id, count(*) FILTER (WHERE state <> 'skipped') AS total,
+           count(*) FILTER (WHERE state IN (${stateList(PENDING_STATES)})) AS pending
+    FROM deliveries WHERE message_kind = ${kind} AND message_id = ANY(${[...messageIds]}::bigint[])
+    GROUP BY message_id`.execute(db);
+  return new Map(rows.map((r) => [Number(r.message_id), { total: Number(r.total), done: Number(r.total) - Number(r.pending) }]));
+}
+
+/**
  * A cancelled message: what has not gone out yet never will. Claims a dead worker left behind
  * (lease run out) go too; live claims are released by the workers holding them.
  */
@@ -393,6 +408,60 @@ export function searchDeliveries(db: Db, kind: MessageKind, message: { id: numbe
   return runSearch(query, DELIVERY_FILTERS, params, 'd.id', {
     partitions: { db, column: 'd.state', values: DELIVERY_STATES, filter: 'state' },
   });
+}
+
+/** One recipient of a message as the report's table shows it: the delivery, with its contact's name. */
+export interface RecipientRow {
+  id: number;
+  contact_id: number;
+  address: string;
+  state: DeliveryState;
+  outcome: RecordedOutcome | null;
+  last_error: string | null;
+  updated_at: Date;
+  first_name: string | null;
+  last_name: string | null;
+}
+
+/**
+ * The recipients of a message after delivery `afterId`, in id order, in one state or any: paged
+ * by keys, never by OFFSET, so the 1,000th page of a 100,000-recipient send reads `limit` index
+ * entries per state, like the first. One branch per state walks the (message, state, id) index
+ * from `afterId` (there is no index in id order across the states: searchDeliveries says why).
+ */
+export async function recipientsAfter(
+  db: Db,
+  kind: MessageKind,
+  messageId: number,
+  options: { states: readonly DeliveryState[]; afterId: number; limit: number },
+): Promise<RecipientRow[]> {
+  const { states, afterId, limit } = options;
+  const branches = states.map(
+    (state) => sql`(SELECT id FROM deliveries WHERE message_kind = ${kind} AND message_id = ${messageId}
+      AND state = ${sql.lit(state)} AND id > ${afterId} ORDER BY id LIMIT ${limit})`,
+  );
+  const { rows } = await sql<RecipientRow>`
+    SELECT d.id, d.contact_id, d.address, d.state, d.outcome, d.last_error, d.updated_at, c.first_name, c.last_name
+    FROM (SELECT id FROM (${sql.join(branches, sql` UNION ALL `)}) ids ORDER BY id LIMIT ${limit}) page
+    JOIN deliveries d ON d.id = page.id
+    LEFT JOIN contacts c ON c.id = d.contact_id
+    ORDER BY d.id`.execute(db);
+  return rows.map((row) => ({ ...row, id: Number(row.id), contact_id: Number(row.contact_id) }));
+}
+
+/**
+ * A message's deliveries by the hour or day (`bucketSeconds`) they were sent and delivered, for
+ * the report's timeline: two index-range aggregates over the message's deliveries.
+ */
+export async function deliveryTimeline(db: Db, kind: MessageKind, messageId: number, bucketSeconds: number) {
+  const { rows } = await sql<{ what: 'sent' | 'delivered'; at: Date; n: string }>`
+    SELECT what, to_timestamp(floor(extract(epoch FROM at) / ${bucketSeconds}) * ${bucketSeconds}) AS at, count(*) AS n
+    FROM (
+      SELECT 'sent' AS what, sent_at AS at FROM deliveries WHERE message_kind = ${kind} AND message_id = ${messageId} AND sent_at IS NOT NULL
+      UNION ALL
+      SELECT 'delivered', delivered_at FROM deliveries WHERE message_kind = ${kind} AND message_id = ${messageId} AND delivered_at IS NOT NULL
+    ) t GROUP BY 1, 2 ORDER BY 2`.execute(db);
+  return rows.map((row) => ({ what: row.what, at: new Date(row.at), n: Number(row.n) }));
 }
 
 /** A delivery by id, whatever its state; undefined when there is none. */

@@ -1,4 +1,4 @@
-import { scaleLinear, scalePoint } from 'd3-scale';
+import { scaleBand, scaleLinear, scalePoint } from 'd3-scale';
 import { line } from 'd3-shape';
 
 /**
@@ -82,6 +82,54 @@ export function lineChart(options: {
       caption: options.caption,
       columns: [options.pointHeading, ...series.map((s) => s.label)],
       rows: points.map((point, i) => [point, ...series.map((s) => s.values[i] ?? 0)]),
+    },
+  };
+}
+/** Steps from the most to the fewest (sent, delivered, opened, …) as horizontal bars, each with its number and share of the first. */
+export function funnelChart(options: { label: string; caption: string; steps: { label: string; value: number }[] }): Chart {
+  const { steps } = options;
+  const left = 96;
+  const height = steps.length * 34 + 8;
+  const band = scaleBand<number>()
+    .domain(steps.map((_, i) => i))
+    .range([4, height - 4])
+    .padding(0.2);
+  const first = steps[0]?.value ?? 0;
+  const x = scaleLinear()
+    .domain([0, Math.max(1, ...steps.map((s) => s.value))])
+    .range([0, WIDTH - left - 120]);
+  const share = (value: number) => (first > 0 ? `${Math.round((value / first) * 1000) / 10} %` : '–');
+  return {
+    label: options.label,
+    width: WIDTH,
+    height,
+    bars: steps.map((step, i) => ({
+      x: left,
+      y: band(i) ?? 0,
+      width: Math.max(1, x(step.value)),
+      height: band.bandwidth(),
+      series: i,
+      title: `${step.label}: ${step.value.toLocaleString('en-US')}`,
+    })),
+    lines: [],
+    texts: steps.flatMap((step, i) => {
+      const middle = (band(i) ?? 0) + band.bandwidth() / 2 + 4;
+      return [
+        { x: left - 8, y: middle, text: step.label, anchor: 'end' as const },
+        {
+          x: left + Math.max(1, x(step.value)) + 6,
+          y: middle,
+          text: `${step.value.toLocaleString('en-US')} (${share(step.value)})`,
+          anchor: 'start' as const,
+        },
+      ];
+    }),
+    gridlines: [],
+    legend: [],
+    table: {
+      caption: options.caption,
+      columns: ['Step', 'Count', 'Share of the first'],
+      rows: steps.map((step) => [step.label, step.value, share(step.value)]),
     },
   };
 }

@@ -12,6 +12,8 @@ import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
 import { dashboardPage } from './pages/dashboard.ts';
+import { messageListPages } from './pages/message-lists.ts';
+import { messageReportPages } from './pages/message-reports.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
 import { signInRoutes } from './sign-in.ts';
@@ -64,6 +66,9 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
         scriptSrc: ["'self'"],
         styleSrc: ["'self'"],
         imgSrc: ["'self'"],
+        // The report's sandboxed email preview and a drop's audio, both served by Hopper itself.
+        frameSrc: ["'self'"],
+        mediaSrc: ["'self'"],
         formAction: ["'self'"],
         frameAncestors: ["'none'"],
         baseUri: ["'none'"],
@@ -123,4 +128,6 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await actingForRoutes(web, ctx);
   await homePages(web);
   await dashboardPage(web, ctx);
+  await messageListPages(web, ctx);
+  await messageReportPages(web, ctx);
 }

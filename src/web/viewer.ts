@@ -1,4 +1,4 @@
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
@@ -81,6 +81,11 @@ async function chooseActingFor(db: Db, session: WebSession, reply: FastifyReply,
  */
 export function localPath(value: unknown): string {
   return typeof value === 'string' && /^\/(?![/\\])[^\s]*$/.test(value) && value.length <= 2000 ? value : '/';
+}
+
+/** A signed-out visitor of a signed-in page goes to the sign-in form, which brings them back here. */
+export function toSignIn(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
 }
 
 /** `POST /acting-for`: the switcher's form (CSRF-checked like every form), back to the page it was on. */
