@@ -261,7 +261,13 @@ function isDelivered(f: RawFailure): boolean {
 
 function toReport(f: RawFailure, text: string, mtaReason?: string): BounceReport {
   const diagnostic = f.diagnostic.replace(/\s+/g, ' ').trim();
-  const status = f.status && f.status !== '5.0.0' && f.status !== '4.0.0' ? f.status : (findStatus(diagnostic) ?? f.status);
+  let status = f.status && f.status !== '5.0.0' && f.status !== '4.0.0' ? f.status : (findStatus(diagnostic) ?? f.status);
+  // A general x.0.0 or x.1.0 over a server's words that quote their own status ("5.1.0 - Unknown
+  // address error 550-'5.7.1 …'"): the quoted one is the server's (Sisimai::Lhost::AmazonSES).
+  const quoted = /\b[45]\.[01]\.0\b/.test(status ?? '')
+    ? /["'](?:\d{3}[ -])?([45]\.\d\.\d{1,3})\b[^"']*["']/.exec(diagnostic)?.[1]
+    : undefined;
+  if (quoted) status = quoted;
   const replyCode = /\b([45][0-5]\d)\b/.exec(diagnostic.replace(/^smtp;\s*/i, ''))?.[1] ?? null;
   const command = smtpCommand(text);
   const action = f.action?.toLowerCase() ?? null;

@@ -208,6 +208,42 @@ const ezweb = [
   '',
 ].join('\n');
 
+/** Amazon SES (Sisimai::Lhost::AmazonSES): a general 5.1.0 over the remote server's own quoted 5.7.1, which decides. */
+const amazonSes = [
+  'From: MAILER-DAEMON@email-bounces.amazonses.com',
+  'To: b-token@in.example',
+  'Subject: Delivery Status Notification (Failure)',
+  'Date: Fri, 27 Nov 2026 10:00:00 +0000',
+  'MIME-Version: 1.0',
+  'Content-Type: multipart/report; report-type=delivery-status; boundary="A1"',
+  'X-AWS-Outgoing: 199.255.192.156',
+  '',
+  '--A1',
+  'content-type: text/plain; charset="utf-8"',
+  '',
+  'The following message to <pat@example.org> was undeliverable.',
+  'The reason for the problem:',
+  "5.1.0 - Unknown address error 550-'5.7.1 <b-token@in.example>... Access denied'",
+  '',
+  '--A1',
+  'content-type: message/delivery-status',
+  '',
+  'Reporting-MTA: dns; a192-79.smtp-out.amazonses.com',
+  '',
+  'Final-Recipient: rfc822;pat@example.org',
+  'Action: failed',
+  'Status: 5.0.0 (permanent failure)',
+  'Remote-MTA: dns; [192.0.2.222]',
+  "Diagnostic-Code: smtp; 5.1.0 - Unknown address error 550-'5.7.1 <b-token@in.example>... Access denied' (delivery attempts: 0)",
+  '',
+  '--A1',
+  'content-type: message/rfc822',
+  '',
+  RETURNED,
+  '--A1--',
+  '',
+].join('\n');
+
 /** A gateway that wraps the DSN it received, with its disclaimer, in a multipart/mixed. */
 const wrapped = [
   'From: postmaster@gateway.example.org',
@@ -303,6 +339,7 @@ describe('Sisimai as the judge of the per-MTA forms', { skip: tools.sisimai.skip
     ['m-FILTER: the 5.1.1 of the server behind it', mFilter],
     ['Amazon SES receiving: "Mailbox does not exist" under a 5.1.1', receivingSes],
     ['EZweb: a disabled account, said above the recipient', ezweb],
+    ['Amazon SES: a 5.1.0 over a quoted 5.7.1 "Access denied"', amazonSes],
     // Sisimai::Rhost: the provider's own code decides, whatever the status says.
     [
       'GoDaddy: too many messages this hour (IB504)',
