@@ -428,7 +428,8 @@ function bodyText(mail: ParsedMail, raw: Buffer | undefined): { whole: string; r
 function carriedReport(content: Buffer): string[] {
   const text = content.toString('utf8', 0, MAX_TEXT);
   const head = text.split(/\r?\n\r?\n/, 1)[0] ?? '';
-  if (!/^Content-Type:[ \t]*multipart\/report[\s\S]*?report-type="?delivery-status/im.test(head)) return [];
+  const type = /^Content-Type:[ \t]*multipart\/report[^\n]*(?:\r?\n[ \t][^\n]*)*/im.exec(head)?.[0] ?? '';
+  if (!/report-type="?delivery-status/i.test(type)) return [];
   const start = /^Content-Type:[ \t]*message\/delivery-status[^\n]*\n(?:[ \t][^\n]*\n|[\w-]+:[^\n]*\n)*\r?\n/im.exec(text);
   if (!start) return [];
   const rest = text.slice(start.index + start[0].length);
