@@ -59,6 +59,8 @@ export interface Config {
   readonly sendLeaseMs: number;
   /** Deliveries a delivery job claims per round trip; also bounds how many `sent` records one statement holds. */
   readonly sendBatchSize: number;
+  /** The complaint and bounce brakes (docs/sending.md, "Brakes"). */
+  readonly brakes: BrakeConfig;
   readonly role: ProcessRole;
   readonly logLevel: string;
   /** Where media bytes live: the local disk, the database, or an S3-compatible bucket (docs/media.md). */
@@ -117,6 +119,17 @@ export interface Config {
 
 const SMTP_RELAYS = ['sendgrid', 'postmark', 'ses', 'other'] as const;
 export type SmtpRelay = (typeof SMTP_RELAYS)[number];
+
+export interface BrakeConfig {
+  /** Spam reports per email accepted above which a user's sending pauses (a fraction: 0.003 is 0.3 %). */
+  readonly complaintRate: number;
+  /** Hard bounces per email sent above which it pauses. */
+  readonly hardBounceRate: number;
+  /** Emails sent in the window before either rate counts. */
+  readonly minimumSent: number;
+  /** How far back the rates look. */
+  readonly windowMs: number;
+}
 
 export interface DkimConfig {
   readonly domain: string;
@@ -256,6 +269,15 @@ class EnvReader {
     const ms = parseDuration(value);
     if (ms === undefined || ms === 0) this.problem(`${name} must look like 500ms, 30s, 15m or 2h (got "${value}")`);
     return ms ?? 0;
+  }
+
+  /** A percentage (`0.3`, `5`, `0.3%`) from 0 to 100, as a fraction (0.003, 0.05). */
+  percent(name: string, fallback: number): number {
+    const value = this.text(name) ?? String(fallback);
+    const n = Number(value.replace(/\s*%$/, ''));
+    if (/^\d+(\.\d+)?\s*%?$/.test(value) && n <= 100) return n / 100;
+    this.problem(`${name} must be a percentage from 0 to 100 such as 0.3 (got "${value}")`);
+    return fallback / 100;
   }
 
   boolean(name: string, fallback: boolean): boolean {
@@ -534,6 +556,12 @@ function sendingSettings(read: EnvReader) {
     sendRetryBaseMs: read.duration('SEND_RETRY_BASE', '30s'),
     sendLeaseMs: read.duration('SEND_LEASE', '10s'),
     sendBatchSize: read.integer('SEND_BATCH_SIZE', 100, 1, 1000),
+    brakes: Object.freeze({
+      complaintRate: read.percent('BRAKE_COMPLAINT_RATE', 0.3),
+      hardBounceRate: read.percent('BRAKE_HARD_BOUNCE_RATE', 5),
+      minimumSent: read.integer('BRAKE_MINIMUM_SENT', 100, 1, 1_000_000_000),
+      windowMs: read.duration('BRAKE_WINDOW', '30d'),
+    }),
   };
 }
 

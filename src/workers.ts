@@ -3,8 +3,10 @@ import type { Config } from './config.ts';
 import type { DatabaseHandle } from './db/database.ts';
 import type { JobQueue } from './db/job-queue.ts';
 import { emailChannel } from './email/email-channel.ts';
+import { mailSendingPaused } from './email/sending-pause-notice.ts';
 import { loadTrackingTokens } from './email/tokens.ts';
 import { createMailTransport } from './email/transport.ts';
+import type { SendingPause } from './identity/users.ts';
 import type { DNSResolver } from './inbound/authentication.ts';
 import type { InboundReceiver } from './inbound/receiver.ts';
 import { type EngineSettings, SendingEngine } from './sending/engine.ts';
@@ -54,7 +56,12 @@ export async function startWorkers(deps: {
   const tokens = await loadTrackingTokens(deps.database.db, deps.clock);
   const voicemail = await startVoicemailSending(deps);
   const channels = { templated_email: emailChannel(deps.database.db, deps.config, transport, tokens), voicemail_drop: voicemail.channel };
-  const engine = new SendingEngine({ ...deps, channels }, engineSettings(deps.config));
+  const onSendingPaused = (userId: number, pause: SendingPause) => {
+    mailSendingPaused({ ...deps, db: deps.database.db, mail: transport }, userId, pause).catch((error: unknown) =>
+      deps.log.warn({ err: error, user: userId }, 'the email about a paused sender failed'),
+    );
+  };
+  const engine = new SendingEngine({ ...deps, channels, onSendingPaused }, engineSettings(deps.config));
   await engine.start();
   // STARTTLS with the service's certificate (the operator's, or the generated one).
   // Loaded only when on: smtp-server and mailparser cost a plain worker seconds of start-up.

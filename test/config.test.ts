@@ -116,6 +116,10 @@ describe('configuration', () => {
       'the new name wins',
     );
     assert.deepEqual(loadConfig({}).dnsServers, []);
+    assert.deepEqual(loadConfig({}).brakes, { complaintRate: 0.003, hardBounceRate: 0.05, minimumSent: 100, windowMs: 30 * 86_400_000 });
+    assert.equal(loadConfig({ BRAKE_COMPLAINT_RATE: '0.5%', BRAKE_HARD_BOUNCE_RATE: '2' }).brakes.complaintRate, 0.005);
+    assert.throws(() => loadConfig({ BRAKE_COMPLAINT_RATE: 'high' }), /BRAKE_COMPLAINT_RATE must be a percentage from 0 to 100/);
+    assert.throws(() => loadConfig({ BRAKE_HARD_BOUNCE_RATE: '150' }), /BRAKE_HARD_BOUNCE_RATE/);
     assert.equal(loadConfig({}).inbound, undefined);
     assert.throws(
       () =>

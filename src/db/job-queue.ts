@@ -25,6 +25,8 @@ export interface DueJob {
   id: number;
   /** The `send_at` (ISO) the message had when this job was made. */
   sendAt: string;
+  /** Made by a resume of its sender (sending/brakes.ts): the brakes let it go. */
+  released?: boolean;
 }
 export interface DeliverJob<K extends MessageKind = MessageKind> {
   kind: K;

@@ -37,6 +37,7 @@ import * as schemaChannels from './migrations/0037-schema-channels.ts';
 import * as webhookMakerRights from './migrations/0038-webhook-maker-rights.ts';
 import * as emailOptOuts from './migrations/0039-email-opt-outs.ts';
 import * as webhookResendAllowances from './migrations/0040-webhook-resend-allowances.ts';
+import * as sendingPauses from './migrations/0041-sending-pauses.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -77,6 +78,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0038-webhook-maker-rights': webhookMakerRights,
   '0039-email-opt-outs': emailOptOuts,
   '0040-webhook-resend-allowances': webhookResendAllowances,
+  '0041-sending-pauses': sendingPauses,
 };
 
 /**

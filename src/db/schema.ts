@@ -41,6 +41,14 @@ export interface UsersTable {
   sender_email: ColumnType<string | null, string | null | undefined, string | null>;
   /** The postal address shown in every email's footer (CAN-SPAM); null: MAIL_POSTAL_ADDRESS. */
   postal_address: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Why the brakes paused this user's sending (docs/sending.md, "Brakes"); null while sending. */
+  sending_paused_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  sending_paused_at: NullableTimestamp;
+  /** The rates when the pause began (fractions: 0.0067 is 0.67 %). */
+  sending_paused_complaint_rate: ColumnType<number | null, number | null | undefined, number | null>;
+  sending_paused_hard_bounce_rate: ColumnType<number | null, number | null | undefined, number | null>;
+  /** When an Administrator last resumed sending: what was held by then is let go. */
+  sending_resumed_at: NullableTimestamp;
 }
 
 export interface ApiKeysTable {

@@ -2,7 +2,9 @@ import { timingSafeEqual } from 'node:crypto';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppContext } from '../app-context.ts';
 import { dueJobs } from '../db/job-queue.ts';
+import { pausedSenders } from '../identity/users.ts';
 import { countMessagesByStatus } from '../messages/message-tables.ts';
+import { ratesOfSenders } from '../sending/brakes.ts';
 import { countDeliveriesByState, countDeliveriesSentSince, countDeliveryErrors } from '../sending/deliveries.ts';
 import { countDeliveryEvents } from '../sending/delivery-events.ts';
 import { countWebhookAttempts, countWebhookDeliveriesPending, webhookLag } from '../webhooks/deliveries.ts';
@@ -32,7 +34,7 @@ export async function registerMetrics(app: App, ctx: AppContext): Promise<void> 
     register.removeSingleMetric(name);
   }
   measureRequests(app, register);
-  for (const metric of databaseMetrics(ctx)) readWhenScraped(register, metric);
+  for (const metric of [...databaseMetrics(ctx), ...senderMetrics(ctx)]) readWhenScraped(register, metric);
   const pool = poolConnections(register);
   serveMetrics(app, register, token, () => pool.snapshot(ctx.database.poolStats()));
 }
@@ -162,6 +164,43 @@ function databaseMetrics(ctx: AppContext): DatabaseMetric[] {
       type: 'counter',
       labelNames: ['source', 'kind'],
       read: async () => (await countDeliveryEvents(db)).map((r) => ({ labels: { source: r.source, kind: r.type }, value: r.n })),
+    },
+  ];
+}
+
+/** Each user's sending over the brakes' window, and the users the brakes paused (docs/sending.md, "Brakes"). */
+function senderMetrics(ctx: AppContext): DatabaseMetric[] {
+  const { db } = ctx.database;
+  const rates = () => ratesOfSenders(db, ctx.config.brakes, ctx.clock());
+  return [
+    {
+      name: 'hopper_user_sent',
+      help: 'Emails and drops a user handed over in the brakes window (BRAKE_WINDOW, 30 days)',
+      type: 'gauge',
+      labelNames: ['user_id'],
+      read: async () => (await rates()).map((r) => ({ labels: { user_id: String(r.userId) }, value: r.sent })),
+    },
+    {
+      name: 'hopper_user_complaint_rate',
+      help: 'Spam reports per email a user had accepted in the brakes window (a fraction)',
+      type: 'gauge',
+      labelNames: ['user_id'],
+      read: async () => (await rates()).map((r) => ({ labels: { user_id: String(r.userId) }, value: r.complaintRate })),
+    },
+    {
+      name: 'hopper_user_hard_bounce_rate',
+      help: 'Hard bounces per email a user sent in the brakes window (a fraction)',
+      type: 'gauge',
+      labelNames: ['user_id'],
+      read: async () => (await rates()).map((r) => ({ labels: { user_id: String(r.userId) }, value: r.hardBounceRate })),
+    },
+    {
+      name: 'hopper_user_sending_paused',
+      help: 'Users whose sending the brakes paused (1), by reason',
+      type: 'gauge',
+      labelNames: ['user_id', 'reason'],
+      read: async () =>
+        (await pausedSenders(db)).map((u) => ({ labels: { user_id: String(u.id), reason: u.sending_paused_reason ?? '' }, value: 1 })),
     },
   ];
 }

@@ -19,6 +19,10 @@ import { endUserSessions } from './web-sessions.ts';
  * statements. Who may reach a user at all is the one access rule (access.ts).
  */
 
+/** Why the brakes paused a user's sending (sending/brakes.ts). */
+const SENDING_PAUSE_REASONS = ['complaint_rate', 'hard_bounce_rate'] as const;
+type SendingPauseReason = (typeof SENDING_PAUSE_REASONS)[number];
+
 export const User = Type.Object({
   id: Id,
   first_name: Type.String(),
@@ -33,6 +37,23 @@ export const User = Type.Object({
   sender_name: Type.String({ description: 'The name emails are sent as (default: full_name)' }),
   sender_email: Type.String({ description: 'The address emails are sent as or with as Reply-To (default: email)' }),
   postal_address: Nullable(Type.String({ description: 'Shown in every email footer (CAN-SPAM)' })),
+  sending_paused: Nullable(
+    Type.Object(
+      {
+        reason: StringEnum(SENDING_PAUSE_REASONS, { description: 'Which brake paused sending: spam reports, or hard bounces' }),
+        since: Timestamp,
+        complaint_rate: Type.Number({
+          description: 'Spam reports per email delivered over the last 30 days, as a fraction (0.0067 is 0.67 %)',
+        }),
+        hard_bounce_rate: Type.Number({ description: 'Hard bounces per email sent over the last 30 days, as a fraction' }),
+      },
+      {
+        title: 'SendingPause',
+        description:
+          'Why this user\'s emails and drops are held (docs/sending.md, "Brakes"): scheduled ones stay Scheduled until an Administrator resumes; null while sending',
+      },
+    ),
+  ),
   cancelled_at: Nullable(Timestamp),
   created_at: Timestamp,
   updated_at: Timestamp,
@@ -57,7 +78,7 @@ const fields = {
     description: 'Password for signing in to the web pages (/login); stored as a scrypt hash, never returned',
   }),
 };
-const READ_ONLY = ['id', 'full_name', 'status', 'cancelled_at', 'created_at', 'updated_at', 'deleted_at'] as const;
+const READ_ONLY = ['id', 'full_name', 'status', 'sending_paused', 'cancelled_at', 'created_at', 'updated_at', 'deleted_at'] as const;
 const { first_name, last_name, email, ...optional } = fields;
 export const CreateUserBody = WritableBody(
   {
@@ -116,6 +137,14 @@ export function toApiUser(row: UserRow) {
     sender_name: senderName(row),
     sender_email: row.sender_email ?? row.email,
     postal_address: row.postal_address,
+    sending_paused: row.sending_paused_at
+      ? {
+          reason: (row.sending_paused_reason ?? 'complaint_rate') as SendingPauseReason,
+          since: formatTimestamp(row.sending_paused_at),
+          complaint_rate: row.sending_paused_complaint_rate ?? 0,
+          hard_bounce_rate: row.sending_paused_hard_bounce_rate ?? 0,
+        }
+      : null,
     cancelled_at: formatTimestamp(row.cancelled_at),
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
@@ -442,4 +471,56 @@ export async function reinstateAdministrator(db: Db, userId: number, now: Date):
 /** Locks a user's row until the transaction ends: writes that count something of the user's take turns. */
 export async function lockUser(trx: Db, id: number): Promise<void> {
   await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute();
+}
+
+// ── Sending pauses (sending/brakes.ts) ──────────────────────────────────────────────────────
+
+export interface SendingPause {
+  reason: SendingPauseReason;
+  complaintRate: number;
+  hardBounceRate: number;
+}
+
+/** Pauses a user's sending; false when it already was paused (the first pause stands, and is announced once). */
+export async function pauseSending(db: Db, userId: number, pause: SendingPause, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('users')
+    .set({
+      sending_paused_reason: pause.reason,
+      sending_paused_at: now,
+      sending_paused_complaint_rate: pause.complaintRate,
+      sending_paused_hard_bounce_rate: pause.hardBounceRate,
+      updated_at: now,
+    })
+    .where('id', '=', userId)
+    .where('sending_paused_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/** Lifts a user's pause (if any); what was held until now is let go (`sending_resumed_at`). */
+export async function resumeSending(db: Db, userId: number, now: Date): Promise<UserRow | undefined> {
+  return db
+    .updateTable('users')
+    .set({
+      sending_paused_reason: null,
+      sending_paused_at: null,
+      sending_paused_complaint_rate: null,
+      sending_paused_hard_bounce_rate: null,
+      sending_resumed_at: now,
+      updated_at: now,
+    })
+    .where('id', '=', userId)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Whether a user's sending is paused now, and when it was last resumed. */
+export async function sendingPauseOf(db: Db, userId: number) {
+  return db.selectFrom('users').select(['sending_paused_at', 'sending_resumed_at']).where('id', '=', userId).executeTakeFirst();
+}
+
+/** The users whose sending is paused, for /metrics. */
+export async function pausedSenders(db: Db) {
+  return db.selectFrom('users').select(['id', 'sending_paused_reason']).where('sending_paused_at', 'is not', null).orderBy('id').execute();
 }

@@ -380,3 +380,24 @@ export async function sendingMessages(db: Db): Promise<{ kind: MessageKind; id: 
   }
   return found;
 }
+
+/** A user's live messages a sending pause held: scheduled and due by `now`, or sending. */
+export async function heldMessagesOf(
+  db: Db,
+  userId: number,
+  now: Date,
+): Promise<{ kind: MessageKind; id: number; status: string; send_at: Date | null }[]> {
+  const found: { kind: MessageKind; id: number; status: string; send_at: Date | null }[] = [];
+  for (const kind of MESSAGE_KINDS) {
+    const rows = await db
+      .selectFrom(MESSAGE_TABLES[kind])
+      .select(['id', 'status', 'send_at'])
+      .where('user_id', '=', userId)
+      .where('deleted_at', 'is', null)
+      .where((eb) => eb.or([eb('status', '=', 'Sending'), eb.and([eb('status', '=', 'Scheduled'), eb('send_at', '<=', now)])]))
+      .orderBy('id')
+      .execute();
+    for (const row of rows) found.push({ kind, ...row });
+  }
+  return found;
+}

@@ -89,3 +89,35 @@ export async function addToCounters(db: Db, sums: readonly CounterSums[]): Promi
       AS x(message_kind text, message_id bigint, shard smallint, user_id bigint, ${definitions})
     ON CONFLICT (message_kind, message_id, shard) DO UPDATE SET ${sql.join(updates)}`.execute(db);
 }
+
+/**
+ * What a user's messages that started sending since `since` came to, summed over their counters
+ * (the brakes, sending/brakes.ts): `sent` accepted by the relay or the provider, `failed` refused
+ * or given up, `spamreport` and `hard_bounce` as counted. One row per user (only `userId` when
+ * given); users who sent nothing in the window have none.
+ */
+export interface SenderTotals {
+  user_id: number;
+  sent: number;
+  failed: number;
+  spamreport: number;
+  hard_bounce: number;
+}
+
+export async function senderTotals(db: Db, since: Date, userId?: number): Promise<SenderTotals[]> {
+  const mine = userId === undefined ? sql`` : sql`AND user_id = ${userId}`;
+  const { rows } = await sql<Record<keyof SenderTotals, string>>`
+    SELECT c.user_id, sum(c.sent) AS sent, sum(c.failed) AS failed, sum(c.spamreport) AS spamreport, sum(c.hard_bounce) AS hard_bounce
+    FROM message_counters c
+    WHERE (c.message_kind = 'templated_email' AND c.message_id IN (SELECT id FROM templated_emails WHERE sending_at >= ${since} ${mine}))
+       OR (c.message_kind = 'voicemail_drop' AND c.message_id IN (SELECT id FROM voicemail_drops WHERE sending_at >= ${since} ${mine}))
+    GROUP BY c.user_id
+    ORDER BY c.user_id`.execute(db);
+  return rows.map((r) => ({
+    user_id: Number(r.user_id),
+    sent: Number(r.sent),
+    failed: Number(r.failed),
+    spamreport: Number(r.spamreport),
+    hard_bounce: Number(r.hard_bounce),
+  }));
+}

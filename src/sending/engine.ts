@@ -3,9 +3,11 @@ import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import { failureLevel, whileDatabaseAway } from '../db/errors.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
+import type { SendingPause } from '../identity/users.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
 import { finishSending, loadMessage, markResolved, sendingMessages, startSending } from '../messages/message-tables.ts';
 import { type Clock, realTimeMs } from '../time.ts';
+import { mustWait } from './brakes.ts';
 import type { Channel, Channels } from './channel.ts';
 import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
 import { LeaseKeeper } from './leases.ts';
@@ -25,6 +27,8 @@ interface EngineDeps {
   clock: Clock;
   channels: Channels;
   log: FastifyBaseLogger;
+  /** Told when the brakes pause a user's sending (once per pause): the worker emails the user and the Administrators. */
+  onSendingPaused?: (userId: number, pause: SendingPause) => void;
 }
 
 /** How sending behaves; the defaults suit production, tests shorten the waits. */
@@ -120,6 +124,12 @@ export class SendingEngine {
   }
 
   async handleDue(job: DueJob): Promise<void> {
+    // A paused sender's message stays Scheduled; resuming asks for its due job again (brakes.ts).
+    const due = await loadMessage(this.#db, job.kind, job.id);
+    if (due?.status === 'Scheduled' && (await this.#mustWait(due.user_id, job.released ? 'released' : { sendAt: due.send_at }))) {
+      this.#deps.log.info({ kind: job.kind, id: job.id, user: due.user_id }, 'message due: held, the sender is paused');
+      return;
+    }
     const message = await startSending(this.#db, job.kind, job.id, new Date(job.sendAt), this.#deps.clock());
     if (!message) return; // rescheduled, unscheduled or deleted since this job was made
     this.#deps.log.info({ kind: job.kind, id: job.id }, 'message due: sending');
@@ -160,6 +170,8 @@ export class SendingEngine {
       return 'done';
     }
     if (message.status !== 'Sending') return 'done';
+    // Paused between batches: the pending deliveries wait for the resume (or the sweeper after it).
+    if (await this.#mustWait(message.user_id, { sendAt: message.send_at })) return 'done';
     if (!message.resolved_at) await this.#resolve(job.kind, message);
     if (!channel) {
       await this.#finish(
@@ -217,6 +229,14 @@ export class SendingEngine {
   /** Restarts delivery on every message that is sending: what a crashed worker held is taken over. */
   async sweep(): Promise<void> {
     for (const message of await sendingMessages(this.#db)) await this.#deps.queue.requestDelivery(message, { coalesce: true });
+  }
+
+  /** The brakes (brakes.ts): whether the user's message must wait, pausing them if their rates say so. */
+  #mustWait(userId: number, message: Parameters<typeof mustWait>[3]): Promise<boolean> {
+    return mustWait(this.#db, this.#deps.config.brakes, userId, message, this.#deps.clock(), (id, pause) => {
+      this.#deps.log.warn({ user: id, ...pause }, `sending paused for user ${id}: ${pause.reason.replace(/_/g, ' ')} over the brake`);
+      this.#deps.onSendingPaused?.(id, pause);
+    });
   }
 
   /** A failing job is retried by the queue; the log says why it failed. */

@@ -1,6 +1,7 @@
 import { type TSchema, Type } from 'typebox';
 import { Contact } from '../contacts/contacts.ts';
 import { TemplatedEmail } from '../email/templated-emails.ts';
+import { User } from '../identity/users.ts';
 import { Id, Nullable, StringEnum } from '../json-schema.ts';
 import { Media } from '../media/media.ts';
 import { MESSAGE_KINDS } from '../messages/kinds.ts';
@@ -69,6 +70,7 @@ export const DeliveryEventData = Type.Object({
 });
 
 export const WebhookTestEventData = Type.Object({ endpoint_id: Id, message: Type.String() });
+export const SendingPausedEventData = Type.Object({ user_id: Id, sending_paused: User.properties.sending_paused });
 
 const DELIVERY_TYPES = WEBHOOK_EVENT_TYPES.filter((t) => t.startsWith('delivery.'));
 
@@ -99,6 +101,11 @@ export const DeliveryEvent = eventSchema(
   DeliveryEventData,
   "A recipient's delivery changed state, or was opened, clicked or replied to",
 );
+export const SendingPausedEvent = eventSchema(
+  byPrefix('user.'),
+  SendingPausedEventData,
+  'The brakes paused the user\'s sending: their spam complaints or hard bounces passed the limit (docs/sending.md, "Brakes")',
+);
 export const WebhookTestEvent = eventSchema([TEST_EVENT], WebhookTestEventData, 'Sent by POST /v3/webhooks/{id}/test');
 export const EndpointDisabledEvent = eventSchema(
   [ENDPOINT_DISABLED_EVENT],
@@ -112,6 +119,7 @@ export const EVENT_SCHEMAS: readonly { type: string; schema: TSchema; resource: 
   ...byPrefix('voicemail_drop.').map((type) => ({ type, schema: VoicemailDropEvent, resource: 'voicemail drop' })),
   ...DELIVERY_TYPES.map((type) => ({ type, schema: DeliveryEvent, resource: 'delivery' })),
   ...byPrefix('contact.').map((type) => ({ type, schema: ContactEvent, resource: 'contact' })),
+  ...byPrefix('user.').map((type) => ({ type, schema: SendingPausedEvent, resource: 'user' })),
   { type: TEST_EVENT, schema: WebhookTestEvent, resource: 'webhook endpoint' },
   { type: ENDPOINT_DISABLED_EVENT, schema: EndpointDisabledEvent, resource: 'webhook endpoint' },
 ];

@@ -19,6 +19,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'contact.deleted',
   'contact.unsubscribed',
   'contact.status_changed',
+  'user.sending_paused',
 ] as const;
 
 export const TEST_EVENT = 'webhook.test';

@@ -83,6 +83,8 @@ describe('the document matches the server', () => {
     for (const [, path, op] of keyed.filter(([m, , op]) => m === 'put' && example(op))) await call('PUT', withId(path), example(op));
     await call('POST', '/v3/webhooks/1/rotate');
     await call('POST', '/v3/webhooks/1/test');
+    // Resuming a user's sending (nothing paused them: it lifts nothing, and answers the user).
+    await call('POST', '/v3/users/2/sending/resume');
 
     // What a newcomer does next: read a contact and send it back as read.
     const contact = await call('POST', `/v3/users/${t.adminId}/contacts`, {

@@ -18,6 +18,7 @@ const USER_FIELDS = [
   'roles',
   'sender_email',
   'sender_name',
+  'sending_paused',
   'status',
   'team_id',
   'time_zone',

@@ -433,6 +433,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v3/users/{id}/sending/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a user's sending paused by the complaint or bounce brakes (Administrator)
+         * @description What the pause held goes out: scheduled messages already due, and the rest of those that were sending. The pause comes back at the next message due while the rates stay over the limits (docs/sending.md, "Brakes").
+         */
+        post: operations["createSendingResume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v3/users/{user_id}/api_keys": {
         parameters: {
             query?: never;
@@ -1551,6 +1571,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "user.sending_paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * user.sending_paused
+         * @description Posted to each endpoint subscribed to `user.sending_paused` (a user event; docs/webhooks.md lists when each is sent).
+         */
+        post: operations["userSendingPausedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -1824,6 +1864,23 @@ export interface components {
             links: components["schemas"]["PageLinks"];
             meta: components["schemas"]["PageMeta"];
         };
+        /** @description Why this user's emails and drops are held (docs/sending.md, "Brakes"): scheduled ones stay Scheduled until an Administrator resumes; null while sending */
+        SendingPause: {
+            /**
+             * @description Which brake paused sending: spam reports, or hard bounces
+             * @enum {string}
+             */
+            reason: "complaint_rate" | "hard_bounce_rate";
+            /**
+             * @description ISO 8601 in UTC without fraction
+             * @example 2026-07-12T16:56:00Z
+             */
+            since: string;
+            /** @description Spam reports per email delivered over the last 30 days, as a fraction (0.0067 is 0.67 %) */
+            complaint_rate: number;
+            /** @description Hard bounces per email sent over the last 30 days, as a fraction */
+            hard_bounce_rate: number;
+        } | null;
         User: {
             readonly id: number;
             first_name: string;
@@ -1842,6 +1899,7 @@ export interface components {
             sender_email: string;
             /** @description Shown in every email footer (CAN-SPAM) */
             postal_address: string | null;
+            readonly sending_paused: components["schemas"]["SendingPause"];
             /**
              * @description ISO 8601 in UTC without fraction
              * @example 2026-07-12T16:56:00Z
@@ -1896,6 +1954,8 @@ export interface components {
             /** @description Read-only: ignored when sent */
             readonly status?: unknown;
             /** @description Read-only: ignored when sent */
+            readonly sending_paused?: unknown;
+            /** @description Read-only: ignored when sent */
             readonly cancelled_at?: unknown;
             /** @description Read-only: ignored when sent */
             readonly created_at?: unknown;
@@ -1931,6 +1991,8 @@ export interface components {
             readonly full_name?: unknown;
             /** @description Read-only: ignored when sent */
             readonly status?: unknown;
+            /** @description Read-only: ignored when sent */
+            readonly sending_paused?: unknown;
             /** @description Read-only: ignored when sent */
             readonly cancelled_at?: unknown;
             /** @description Read-only: ignored when sent */
@@ -2737,7 +2799,7 @@ export interface components {
             readonly team_id: number | null;
             url: string;
             description: string | null;
-            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused")[];
             enabled: boolean;
             /** @description Why Hopper disabled the endpoint (failing for too long); null when enabled */
             readonly disabled_reason: string | null;
@@ -2775,7 +2837,7 @@ export interface components {
         WebhookCreate: {
             /** @description https:// URL receiving the events */
             url: string;
-            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused")[];
             description?: string | null;
             enabled?: boolean;
             /**
@@ -2815,7 +2877,7 @@ export interface components {
             readonly team_id: number | null;
             url: string;
             description: string | null;
-            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+            events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused")[];
             enabled: boolean;
             /** @description Why Hopper disabled the endpoint (failing for too long); null when enabled */
             readonly disabled_reason: string | null;
@@ -2850,7 +2912,7 @@ export interface components {
         WebhookUpdate: {
             /** @description https:// URL receiving the events */
             url?: string;
-            events?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+            events?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused")[];
             description?: string | null;
             enabled?: boolean;
             /** @description Read-only: ignored when sent */
@@ -3358,7 +3420,7 @@ export interface components {
                 team_id: number | null;
                 url: string;
                 description: string | null;
-                events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed")[];
+                events: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused")[];
                 enabled: boolean;
                 /** @description Why Hopper disabled the endpoint (failing for too long); null when enabled */
                 disabled_reason: string | null;
@@ -3458,6 +3520,22 @@ export interface components {
         OneClickUnsubscribe: {
             /** @enum {string} */
             "List-Unsubscribe": "One-Click";
+        };
+        SendingPausedEventData: {
+            user_id: number;
+            sending_paused: components["schemas"]["SendingPause"];
+        };
+        /** @description The brakes paused the user's sending: their spam complaints or hard bounces passed the limit (docs/sending.md, "Brakes") */
+        SendingPausedEvent: {
+            /** @enum {string} */
+            type: "user.sending_paused";
+            /**
+             * Format: date-time
+             * @description When the change happened (ISO 8601, milliseconds)
+             */
+            timestamp: string;
+            user_id: number;
+            data: components["schemas"]["SendingPausedEventData"];
         };
     };
     responses: {
@@ -4837,6 +4915,47 @@ export interface operations {
         };
     };
     cancelUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Any unique string: a retry with the same key within 24 hours gets the first answer back instead of doing the work twice. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createSendingResume: {
         parameters: {
             query?: never;
             header?: {
@@ -6967,7 +7086,7 @@ export interface operations {
             query?: {
                 page?: number;
                 per_page?: number;
-                type?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "webhook.test" | "endpoint.disabled")[];
+                type?: ("templated_email.scheduled" | "templated_email.sending" | "templated_email.sent" | "templated_email.failed" | "templated_email.cancelled" | "voicemail_drop.scheduled" | "voicemail_drop.sending" | "voicemail_drop.sent" | "voicemail_drop.failed" | "voicemail_drop.cancelled" | "delivery.sent" | "delivery.delivered" | "delivery.bounced" | "delivery.failed" | "delivery.opened" | "delivery.clicked" | "delivery.replied" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.unsubscribed" | "contact.status_changed" | "user.sending_paused" | "webhook.test" | "endpoint.disabled")[];
                 /** @description Events that happened at or after this time */
                 since?: string;
                 /** @description Events that happened before this time */
@@ -8230,6 +8349,54 @@ export interface operations {
                 "application/json": components["schemas"]["ContactEvent"] & {
                     /** @constant */
                     type?: "contact.status_changed";
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: Hopper disables the endpoint at once and tells the user's other endpoints (`endpoint.disabled`) and the user by email. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried, no sooner than `Retry-After` says (so is a 503); any other answer is retried with backoff. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    userSendingPausedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id (`msg_…`): the same on every retry and resend of it to this endpoint; deduplicate on it. */
+                "webhook-id": string;
+                /** @description When this attempt was signed, in Unix seconds: refuse one more than five minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the endpoint's secret (the bytes after `whsec_`, base64-decoded); during a rotation, two of them separated by a space. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, signed as the headers say; verify it on the raw bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendingPausedEvent"] & {
+                    /** @constant */
+                    type?: "user.sending_paused";
                 };
             };
         };

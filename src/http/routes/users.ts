@@ -9,12 +9,13 @@ import {
   USER_FILTERS,
   User,
 } from '../../identity/users.ts';
+import { resumeUserSending } from '../../sending/brakes.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
 
 /** Users: listing and reading follow the access rule; who may change what is in identity/users.ts. */
-export const userRoutes: RoutePlugin = async (app, { database: { db }, config, clock }) => {
+export const userRoutes: RoutePlugin = async (app, { database: { db }, config, clock, queue }) => {
   const tags = ['Users'];
   const errors = problems(...AUTHENTICATED_ERRORS);
   // A create or an update may name an email another user has.
@@ -84,5 +85,21 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
       },
     },
     async (request) => toApiUser(await cancelUser(db, request.principal, request.owner, clock())),
+  );
+
+  app.post(
+    '/users/:id/sending/resume',
+    {
+      config: { owner: 'id' },
+      schema: {
+        tags,
+        summary: "Resume a user's sending paused by the complaint or bounce brakes (Administrator)",
+        description:
+          'What the pause held goes out: scheduled messages already due, and the rest of those that were sending. The pause comes back at the next message due while the rates stay over the limits (docs/sending.md, "Brakes").',
+        params: IdParams,
+        response: { 200: User, ...errors },
+      },
+    },
+    async (request) => toApiUser(await resumeUserSending({ db, queue }, request.principal, request.owner, clock())),
   );
 };
