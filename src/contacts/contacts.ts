@@ -718,7 +718,18 @@ export async function contactStatisticsStale(db: Db, minimum: number): Promise<b
   return rows[0]?.stale === true;
 }
 
-/** Fresh planner statistics for the contacts table (a bulk import changes it faster than autovacuum looks). */
-export async function analyzeContacts(db: Db): Promise<void> {
-  await sql`ANALYZE contacts`.execute(db);
+/**
+ * Fresh planner statistics for the contacts table (a bulk import changes it faster than autovacuum
+ * looks). `quick`: from a sample of 3,000 rows (statistics target 10) rather than 30,000; on PGlite,
+ * where ANALYZE runs on the event loop, that is some 30 ms of it for 50,000 contacts, not 250.
+ */
+export async function analyzeContacts(db: Db, { quick = false } = {}): Promise<void> {
+  if (!quick) {
+    await sql`ANALYZE contacts`.execute(db);
+    return;
+  }
+  await db.transaction().execute(async (trx) => {
+    await sql`SET LOCAL default_statistics_target = 10`.execute(trx);
+    await sql`ANALYZE contacts`.execute(trx);
+  });
 }

@@ -1,4 +1,6 @@
-import { parse } from 'csv-parse/sync';
+import { pipeline } from 'node:stream/promises';
+import { setImmediate } from 'node:timers/promises';
+import { CsvError, type Info, parse } from 'csv-parse';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
@@ -17,7 +19,7 @@ import {
   personsWordOf,
   updateContactColumns,
 } from './contacts.ts';
-import { decodeFile, type Mapping, mapColumns, rowBody, sniffSeparator } from './csv-file.ts';
+import { type FileText, type Mapping, mapColumns, rowBody, sniffSeparator } from './csv-file.ts';
 import { ensureTags, linkContactTags, tagKey } from './tags.ts';
 
 /**
@@ -31,6 +33,16 @@ import { ensureTags, linkContactTags, tagKey } from './tags.ts';
 const MAX_IMPORT_ROWS = 50_000;
 export const MAX_IMPORT_BYTES = 20 * 1024 * 1024;
 const BATCH = 1000;
+/**
+ * On PGlite a batch's transaction holds the one connection every other request waits for, and its
+ * statements run on the event loop: there batches are sized to take about BATCH_CPU_MS of this
+ * thread's CPU each (as many rows as the last batch wrote in that time, from MIN_BATCH up to
+ * BATCH, at most doubling), some 100 rows. CPU time, not the clock's: on a loaded machine the
+ * clock's time grows, the work does not, and ever smaller batches would only add to the load.
+ */
+const BATCH_CPU_MS = 25;
+const MIN_BATCH = 50;
+const FIRST_ONE_CONNECTION_BATCH = 100;
 const FIRST_ANALYZE = 5000;
 const YIELD_EVERY = 100;
 
@@ -81,51 +93,62 @@ interface CsvReading {
 }
 
 /**
- * Reads CSV (contacts/csv-file.ts): the bytes decoded, the separator sniffed, the header's columns
- * mapped to fields (aliases, or the explicit `mapping`), `tags` separated by `;` only.
+ * Reads CSV (contacts/csv-file.ts): the text's slices parsed as they are decoded (csv-parse's
+ * streaming parser, a slice a turn of the event loop), the separator sniffed, the header's columns
+ * mapped to fields (aliases, or the explicit `mapping`), `tags` separated by `;` only. The whole
+ * file is read before anything is written: a file that cannot be read is refused whole.
  */
-export function readCsv(bytes: Uint8Array, charset: string | undefined, mapping: Mapping): { rows: ImportRow[]; reading: CsvReading } {
-  const { text, encoding } = decodeFile(bytes, charset);
-  const { separator, headerLine } = sniffSeparator(text);
-  let records: { record: string[]; info: { lines: number } }[];
+export async function readCsv({ encoding, slices }: FileText, mapping: Mapping): Promise<{ rows: ImportRow[]; reading: CsvReading }> {
+  const first = await slices.next();
+  const head = first.done ? '' : first.value;
+  const { separator, headerLine } = sniffSeparator(head);
+  let header: string[] | undefined;
+  let map: ReturnType<typeof mapColumns> | undefined;
+  const rows: ImportRow[] = [];
   try {
-    records = parse(text, {
-      bom: true,
-      delimiter: separator,
-      from_line: headerLine,
-      info: true,
-      relax_column_count: true,
-      skip_empty_lines: true,
-      to: MAX_IMPORT_ROWS + 2,
-    }) as never;
+    await pipeline(
+      (async function* () {
+        yield head;
+        yield* slices;
+      })(),
+      parse({ bom: true, delimiter: separator, from_line: headerLine, info: true, relax_column_count: true, skip_empty_lines: true }),
+      async (records: AsyncIterable<{ record: string[]; info: Info }>) => {
+        for await (const { record, info } of records) {
+          if (!map) {
+            header = record;
+            map = mapColumns(record, mapping);
+            continue;
+          }
+          tooMany(rows.length + 1);
+          rows.push(importRow(record, info.lines, map, (header as string[]).length));
+        }
+      },
+    );
   } catch (error) {
-    throw new DomainError('bad_request', `The CSV cannot be read: ${(error as Error).message}`);
+    if (error instanceof CsvError) throw new DomainError('bad_request', `The CSV cannot be read: ${error.message}`);
+    throw error;
   }
-  const [header, ...rows] = records;
-  if (!header) throw new DomainError('bad_request', 'The CSV is empty: its first row must name the fields.');
-  const map = mapColumns(header.record, mapping);
-  tooMany(rows.length);
-  const width = header.record.length;
-  // Plain loops: this runs once per row of files of up to 50,000 rows.
-  const imported: ImportRow[] = new Array(rows.length);
-  for (let r = 0; r < rows.length; r++) {
-    const { record, info } = rows[r] as (typeof rows)[number];
-    const body = rowBody(record, map);
-    let newlines = 0;
-    for (const cell of record) if (cell.includes('\n')) newlines += cell.split('\n').length - 1;
-    if (record.length > width) body[''] = record.slice(width);
-    // A record that spans lines (a quoted newline) is reported at its first line.
-    imported[r] = { line: info.lines - newlines, body };
-  }
+  if (!header || !map) throw new DomainError('bad_request', 'The CSV is empty: its first row must name the fields.');
   const columns: Record<string, string> = {};
-  for (const { column, field } of map.fields) columns[header.record[column] as string] = field;
-  return { rows: imported, reading: { encoding, separator, columns, ignored_columns: map.ignored } };
+  for (const { column, field } of map.fields) columns[header[column] as string] = field;
+  return { rows, reading: { encoding, separator, columns, ignored_columns: map.ignored } };
 }
 
-/** Reads JSON lines: one contact body per non-blank line. */
-export function readJsonLines(text: string): ImportRow[] {
+/** One record as a row: its body, and the line it starts on (`lines`, where it ends, less the newlines in its cells). */
+function importRow(record: string[], lines: number, map: ReturnType<typeof mapColumns>, width: number): ImportRow {
+  const body = rowBody(record, map);
+  let newlines = 0;
+  for (const cell of record) if (cell.includes('\n')) newlines += cell.split('\n').length - 1;
+  if (record.length > width) body[''] = record.slice(width);
+  return { line: lines - newlines, body };
+}
+
+/** Reads JSON lines: one contact body per non-blank line, the lines taken from the text's slices as they come. */
+export async function readJsonLines({ slices }: FileText): Promise<ImportRow[]> {
   const rows: ImportRow[] = [];
-  text.split('\n').forEach((source, index) => {
+  let line = 0;
+  const take = (source: string) => {
+    line++;
     if (source.trim() === '') return;
     tooMany(rows.length + 1);
     let body: unknown;
@@ -135,8 +158,20 @@ export function readJsonLines(text: string): ImportRow[] {
       body = undefined;
     }
     const object = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : { '': source };
-    rows.push({ line: index + 1, body: object });
-  });
+    rows.push({ line, body: object });
+  };
+  // A line may run over several slices: its start is carried to the next.
+  let carried = '';
+  for await (const slice of slices) {
+    let start = 0;
+    for (let end = slice.indexOf('\n'); end !== -1; end = slice.indexOf('\n', start)) {
+      take(carried + slice.slice(start, end));
+      carried = '';
+      start = end + 1;
+    }
+    carried += slice.slice(start);
+  }
+  take(carried);
   return rows;
 }
 
@@ -153,7 +188,10 @@ interface Checked {
   tags: string[];
 }
 
-/** Imports the rows for `userId`, adding `extraTags` to every imported contact. */
+/**
+ * Imports the rows for `userId`, adding `extraTags` to every imported contact. `oneConnection`:
+ * the database is one connection that every request shares (PGlite), so batches are kept short.
+ */
 export async function importContacts(
   db: Db,
   userId: number,
@@ -161,51 +199,97 @@ export async function importContacts(
   check: RowCheck,
   extraTags: string[],
   now: Date,
+  { oneConnection = false } = {},
 ): Promise<ImportResult> {
-  const result: ImportResult = { created: 0, updated: 0, refused: [] };
-  let nextAnalyze = FIRST_ANALYZE;
-  const write = async (batch: Checked[]) => {
-    const { created, updated, refused } = await writeBatch(db, userId, batch, now);
-    result.created += created;
-    result.updated += updated;
-    result.refused.push(...refused);
-    // A large import changes the table faster than autovacuum re-reads it: fresh statistics keep
-    // the matching statements on their indexes for the batches that follow (docs/decisions.md,
-    // "A bulk import runs ANALYZE"). Each time the rows created double (5,000, 10,000, 20,000, …),
-    // so the statistics stay within a factor of two for a handful of ANALYZEs, each reading a
-    // sample of the table. An import sent in chunks (the CLI sends 1,000 rows a request) never
-    // reaches 5,000 in one request: there the table's own counters decide (contactStatisticsStale).
-    if (result.created >= nextAnalyze || (await contactStatisticsStale(db, BATCH))) {
-      await analyzeContacts(db);
-      while (nextAnalyze <= result.created) nextAnalyze *= 2;
-    }
-  };
+  const writer = new BatchWriter(db, userId, now, oneConnection);
+  const { result } = writer;
   // The rows of the next batch are checked while the database writes the previous one: batches
   // are written one after the other, and checking yields every few rows so that the batch in
-  // flight can send its next statement.
+  // flight can send its next statement, and other requests are served.
   let writing: Promise<void> = Promise.resolve();
   let batch: Checked[] = [];
   const firstLineOf = new Map<string, number>();
   for (const [index, { line, body }] of rows.entries()) {
-    if (index % YIELD_EVERY === YIELD_EVERY - 1) await new Promise(setImmediate);
+    if (index % YIELD_EVERY === YIELD_EVERY - 1) await setImmediate();
     const row = checkRow(line, body, check, extraTags, firstLineOf, now);
     if ('errors' in row) {
       result.refused.push(row);
       continue;
     }
     batch.push(row);
-    if (batch.length === BATCH) {
+    if (batch.length >= writer.batchSize) {
       await writing;
-      writing = write(batch);
+      writing = writer.write(batch);
       // Awaited before the next batch or at the end; a failure meanwhile is not unhandled.
       writing.catch(() => {});
       batch = [];
     }
   }
   await writing;
-  if (batch.length > 0) await write(batch);
+  if (batch.length > 0) await writer.write(batch);
+  await writer.freshenStatistics(true);
   result.refused.sort((a, b) => a.line - b.line);
   return result;
+}
+
+/** Writes the batches of one import, one after the other, and keeps the planner's statistics fresh. */
+class BatchWriter {
+  readonly result: ImportResult = { created: 0, updated: 0, refused: [] };
+  /** How many rows the next batch takes. */
+  batchSize: number;
+  #nextAnalyze = FIRST_ANALYZE;
+  /** Rows written since the table's counters were last looked at. */
+  #unchecked = 0;
+
+  readonly #db: Db;
+  readonly #userId: number;
+  readonly #now: Date;
+  readonly #oneConnection: boolean;
+
+  constructor(db: Db, userId: number, now: Date, oneConnection: boolean) {
+    this.#db = db;
+    this.#userId = userId;
+    this.#now = now;
+    this.#oneConnection = oneConnection;
+    this.batchSize = oneConnection ? FIRST_ONE_CONNECTION_BATCH : BATCH;
+  }
+
+  async write(batch: Checked[]): Promise<void> {
+    // One turn of the event loop first: a request that was on its way to the database gets there
+    // before this batch's transaction takes it.
+    if (this.#oneConnection) await setImmediate();
+    const started = process.threadCpuUsage();
+    const { created, updated, refused } = await writeBatch(this.#db, this.#userId, batch, this.#now);
+    if (this.#oneConnection) {
+      const { user, system } = process.threadCpuUsage(started);
+      const fits = Math.round((batch.length * BATCH_CPU_MS * 1000) / Math.max(user + system, 1000));
+      this.batchSize = Math.max(MIN_BATCH, Math.min(BATCH, 2 * batch.length, fits));
+    }
+    this.result.created += created;
+    this.result.updated += updated;
+    this.result.refused.push(...refused);
+    this.#unchecked += batch.length;
+    await this.freshenStatistics(false);
+  }
+
+  /**
+   * A large import changes the table faster than autovacuum re-reads it: fresh statistics keep the
+   * matching statements on their indexes for the batches that follow (docs/decisions.md, "A bulk
+   * import runs ANALYZE"). Each time the rows created double (5,000, 10,000, 20,000, …), so the
+   * statistics stay within a factor of two for a handful of ANALYZEs, each reading a sample of the
+   * table. An import sent in chunks (the CLI sends 1,000 rows a request) never reaches 5,000 in
+   * one request: there the table's own counters decide (contactStatisticsStale), looked at every
+   * 1,000 rows and at the end. On PGlite the sample is smaller (analyzeContacts), as ANALYZE runs
+   * on the event loop there.
+   */
+  async freshenStatistics(atEnd: boolean): Promise<void> {
+    const look = this.#unchecked >= BATCH || (atEnd && this.#unchecked > 0);
+    if (look) this.#unchecked = 0;
+    if (this.result.created >= this.#nextAnalyze || (look && (await contactStatisticsStale(this.#db, BATCH)))) {
+      await analyzeContacts(this.#db, { quick: this.#oneConnection });
+      while (this.#nextAnalyze <= this.result.created) this.#nextAnalyze *= 2;
+    }
+  }
 }
 
 /** One row checked like a contact body, and against the rows before it; its errors otherwise. */

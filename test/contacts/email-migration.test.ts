@@ -7,6 +7,7 @@ import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { createContact, deleteContact, updateContact } from '../../src/contacts/contacts.ts';
+import { readText } from '../../src/contacts/csv-file.ts';
 import { importContacts, readCsv } from '../../src/contacts/import.ts';
 import type { Db } from '../../src/db/database.ts';
 import { MIGRATIONS, migrateTo, migrateToLatest } from '../../src/db/migrate.ts';
@@ -163,7 +164,10 @@ describe('migration 0021 on contacts that already share addresses', () => {
     await assertRefused(async () => updateContact(db, await contact('Dup 3'), { email: 'Dup@example.test' }, now), dup2);
 
     // The import matches the holder and updates it.
-    const csv = readCsv(Buffer.from('email,first_name\nDup@EXAMPLE.test,Dup 2 imported\nnew@example.test,New\n'), undefined, new Map());
+    const csv = await readCsv(
+      readText(Buffer.from('email,first_name\nDup@EXAMPLE.test,Dup 2 imported\nnew@example.test,New\n')),
+      new Map(),
+    );
     assert.deepEqual(await importContacts(db, userId, csv.rows, () => undefined, [], now), { created: 1, updated: 1, refused: [] });
     assert.equal(
       (await db.selectFrom('contacts').select('first_name').where('id', '=', dup2).executeTakeFirstOrThrow()).first_name,

@@ -170,6 +170,69 @@ describe('contact import: files as exported', () => {
     assert.equal(noBom.body.updated, 2);
   });
 
+  test('a file read in 64 KB slices: characters, cells and lines that cross a slice are whole; a bad byte far in names its line', async () => {
+    const user = await freshUser();
+    const SLICE = 64 * 1024;
+    // A character of two bytes in UTF-8 (ü), or a surrogate pair in UTF-16 (😀), cut by the first
+    // slice's end; in Windows-1252 every character is one byte, and the file goes through slices all the same.
+    const file = (encode: (text: string) => Buffer, width: number, special: string, domain: string) => {
+      const filler = (i: number) => `f${i}@${domain},${'x'.repeat(80)},Filler,\n`;
+      let text = 'email,notes,first_name,last_name\n';
+      let i = 0;
+      while (encode(text + filler(i)).length < SLICE - 200) text += filler(i++);
+      const prefix = `straddle@${domain},`;
+      const notes = 'n'.repeat((SLICE - width - encode(text).length) / width - prefix.length - 1);
+      text += `${prefix}${notes},${special}rgen,"Müller\nSecond line"\n`;
+      for (let j = 0; j < 10; j++) text += filler(i++);
+      return { bytes: encode(text), name: `${special}rgen` };
+    };
+    for (const [encoding, encode, width, special] of [
+      ['utf-8', (text: string) => Buffer.from(text, 'utf8'), 1, 'ü'],
+      ['utf-16le', (text: string) => Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]), 2, '😀'],
+      ['windows-1252', (text: string) => Buffer.from(text, 'latin1'), 1, 'ü'],
+    ] as const) {
+      const domain = `${encoding}.example`;
+      const { bytes, name } = file(encode, width, special, domain);
+      if (encoding === 'utf-8') assert.deepEqual([...bytes.subarray(SLICE - 1, SLICE + 1)], [0xc3, 0xbc], 'ü is cut by the slice');
+      if (encoding === 'utf-16le')
+        assert.deepEqual([...bytes.subarray(SLICE - 2, SLICE + 2)], [0x3d, 0xd8, 0x00, 0xde], '😀 is cut by the slice');
+      const reply = await post(user, bytes);
+      assert.equal(reply.status, 200, reply.raw);
+      assert.equal(reply.body.file.encoding, encoding);
+      assert.deepEqual(reply.body.refused, [], JSON.stringify(reply.body.refused));
+      const found = await as(user).get(`/v3/users/${user.id}/contacts?email=straddle@${domain}`);
+      const straddle = found.body.data[0];
+      assert.equal(straddle?.first_name, name, encoding);
+      assert.equal(straddle?.last_name, 'Müller\nSecond line', encoding);
+    }
+    // A byte that is not UTF-8 some 170 KB in, in the third slice: refused whole, with its line.
+    const lines = ['email', ...Array.from({ length: 3000 }, (_, i) => `late${i}@bytes.example${'-'.repeat(40)}`)];
+    const bad = Buffer.concat([Buffer.from(`${lines.join('\n')}\n`), Buffer.from([0x41, 0xff, 0x0a])]);
+    assert.ok(bad.length > 2 * SLICE);
+    const refused = await post(user, bad, 'text/csv; charset=utf-8');
+    assertProblem(refused, 400, 'bad_request');
+    assert.match(refused.body.detail, /line 3002 holds bytes that are not utf-8/);
+    // JSON lines: a line of 150 KB runs over three slices.
+    const long = JSON.stringify({
+      email: 'long@lines.example',
+      first_name: 'Ann',
+      tags: Array.from({ length: 1400 }, (_, i) => `tag ${i} ${'y'.repeat(90)}`),
+    });
+    assert.ok(long.length > 2 * SLICE);
+    const jsonLines = await post(
+      user,
+      `{"email":"first@lines.example"}\n${long}\n{"email":"third@lines.example"}\n`,
+      'application/x-ndjson',
+    );
+    assert.equal(jsonLines.status, 200, jsonLines.raw);
+    assert.deepEqual(
+      jsonLines.body.refused.map((r: { line: number; errors: object }) => [r.line, Object.keys(r.errors)]),
+      [[2, ['tags']]],
+      'the long line is read as one JSON object, refused for its 1,400 tags, as line 2',
+    );
+    assert.equal(jsonLines.body.created, 2);
+  });
+
   test('an Apple Contacts export and a mapping for columns of other names', async () => {
     const user = await freshUser();
     const reply = await post(user, await fixture('apple-contacts.csv'));

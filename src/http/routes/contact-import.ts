@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { ContactBody } from '../../contacts/contacts.ts';
-import { decodeFile, knownCharset, readMapping } from '../../contacts/csv-file.ts';
+import { knownCharset, readMapping, readText } from '../../contacts/csv-file.ts';
 import { ImportResult, importContacts, MAX_IMPORT_BYTES, readCsv, readJsonLines } from '../../contacts/import.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
@@ -17,7 +17,7 @@ const ACCEPTS =
   "curl -H 'Content-Type: text/csv' --data-binary @contacts.csv";
 
 /** Bulk contact import (contacts/import.ts): the file is the body, CSV or JSON lines, up to 20 MB. */
-export const contactImportRoutes: RoutePlugin = async (app, { database: { db }, clock }) => {
+export const contactImportRoutes: RoutePlugin = async (app, { database: { db, kind }, clock }) => {
   // Only this scope reads these media types, as bytes (their encoding is found in contacts/csv-file.ts);
   // any other, JSON included, reaches the handler to be told what this endpoint takes.
   app.removeContentTypeParser('application/json');
@@ -26,6 +26,8 @@ export const contactImportRoutes: RoutePlugin = async (app, { database: { db }, 
   const validate = validatorCompiler({ schema: ContactBody, httpPart: 'body', method: 'POST', url: '' }) as ((body: unknown) => boolean) & {
     errors?: Parameters<typeof toValidationError>[0] | null;
   };
+  // PGlite is one connection that every request shares: the import keeps its transactions short there.
+  const options = { oneConnection: kind === 'pglite' };
   const check = (body: Record<string, unknown>) =>
     validate(body) ? undefined : toValidationError(validate.errors ?? [], undefined).errors;
 
@@ -99,11 +101,11 @@ export const contactImportRoutes: RoutePlugin = async (app, { database: { db }, 
       const query = request.query as { tag?: string[]; column?: string[] };
       const mapping = readMapping(query.column ?? []);
       if (type === JSON_LINES) {
-        const rows = readJsonLines(decodeFile(request.body, charset).text);
-        return importContacts(db, request.owner.id, rows, check, query.tag ?? [], clock());
+        const rows = await readJsonLines(readText(request.body, charset));
+        return importContacts(db, request.owner.id, rows, check, query.tag ?? [], clock(), options);
       }
-      const { rows, reading } = readCsv(request.body, charset, mapping);
-      const result = await importContacts(db, request.owner.id, rows, check, query.tag ?? [], clock());
+      const { rows, reading } = await readCsv(readText(request.body, charset), mapping);
+      const result = await importContacts(db, request.owner.id, rows, check, query.tag ?? [], clock(), options);
       return { ...result, file: reading };
     },
   );
