@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import nodemailer from 'nodemailer';
 import { parseEmail } from '../sending/support/mime.ts';
 import { audience, createEmail, type SendingApp, startSendingApp, toTag, waitForStatus } from '../sending/support/sending-app.ts';
+import type { TestAppOptions } from '../support/test-app.ts';
 import { type Zone, zoneResolver } from './dns.ts';
 
 /**
@@ -14,7 +15,7 @@ export const AGENT = 'jane@agents.example';
 export async function startInboundApp(
   env: Record<string, string> = {},
   zone: Zone = {},
-  options: { clock?: () => Date } = {},
+  options: Pick<TestAppOptions, 'clock' | 'https'> = {},
 ): Promise<SendingApp & { port: number }> {
   const s = await startSendingApp(
     {

@@ -27,7 +27,7 @@ export const TEST_POSTAL_ADDRESS = '100 Main Street, Springfield, IL 62701';
 
 export async function startSendingApp(
   env: Record<string, string> = {},
-  options: Pick<TestAppOptions, 'dnsResolver' | 'clock'> = {},
+  options: Pick<TestAppOptions, 'dnsResolver' | 'clock' | 'https'> = {},
 ): Promise<SendingApp> {
   const sink = await startSmtpSink();
   const t = await startTestApp({
