@@ -38,6 +38,7 @@ import * as webhookMakerRights from './migrations/0038-webhook-maker-rights.ts';
 import * as emailOptOuts from './migrations/0039-email-opt-outs.ts';
 import * as webhookResendAllowances from './migrations/0040-webhook-resend-allowances.ts';
 import * as sendingPauses from './migrations/0041-sending-pauses.ts';
+import * as webSessionFlash from './migrations/0042-web-session-flash.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -79,6 +80,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0039-email-opt-outs': emailOptOuts,
   '0040-webhook-resend-allowances': webhookResendAllowances,
   '0041-sending-pauses': sendingPauses,
+  '0042-web-session-flash': webSessionFlash,
 };
 
 /**

@@ -71,6 +71,8 @@ export interface WebSessionsTable {
   created_at: Timestamp;
   last_seen_at: Timestamp;
   expires_at: Timestamp;
+  /** A one-time message for the next page, sealed with the session's own key (web/flash.ts); null when none waits. */
+  flash: Buffer | null;
 }
 
 export interface WebSignInFailuresTable {

@@ -55,3 +55,26 @@ export async function deleteSession(db: Db, id: number): Promise<void> {
 export async function endUserSessions(db: Db, userId: number): Promise<void> {
   await db.deleteFrom('web_sessions').where('user_id', '=', userId).execute();
 }
+
+/** Leaves a sealed one-time message on a session for its next page (web/flash.ts). */
+export async function storeSessionFlash(db: Db, id: number, sealed: Buffer): Promise<void> {
+  await db.updateTable('web_sessions').set({ flash: sealed }).where('id', '=', id).execute();
+}
+
+/**
+ * Takes a session's waiting message and clears it in one statement, so two requests racing for it
+ * never both get it: the row is locked, read and emptied together.
+ */
+export async function takeSessionFlash(db: Db, id: number): Promise<Buffer | null> {
+  const row = await db
+    .with('old', (q) =>
+      q.selectFrom('web_sessions').select(['id', 'flash']).where('id', '=', id).where('flash', 'is not', null).forUpdate(),
+    )
+    .updateTable('web_sessions')
+    .from('old')
+    .set({ flash: null })
+    .whereRef('web_sessions.id', '=', 'old.id')
+    .returning('old.flash')
+    .executeTakeFirst();
+  return row?.flash ?? null;
+}

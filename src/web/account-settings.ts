@@ -6,6 +6,7 @@ import type { App } from '../http/fastify-types.ts';
 import { createApiKey, findLiveApiKey, KEY_NAME_MAX_LENGTH, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
 import { changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';
+import { setFlash, takeFlash } from './flash.ts';
 import { emptyForm, type Form, formValues, submitForm } from './forms.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
 import { graceEndsAt, type WebSession } from './sessions.ts';
@@ -98,11 +99,13 @@ function integrationRoutes(web: App, { database: { db }, config, clock }: AppCon
       const session = request.webSession;
       if (!session) return reply.redirect('/login', 303);
       const notice = NOTICES[request.query.notice as keyof typeof NOTICES];
-      return sendIntegrations(reply, session, { notice });
+      const { newKey } = await takeFlash(db, session, clock());
+      return sendIntegrations(reply, session, { notice, newKey });
     },
   );
 
-  // The new key is rendered in this response and nowhere else: no redirect, so it is never stored.
+  // Answered with a redirect, so a reload repeats the GET, never this POST (a second key). The key
+  // waits for that GET sealed on the session (flash.ts), and is shown once.
   web.post(`${INTEGRATIONS}/api-keys`, { schema: PAGE_SCHEMA }, async (request, reply) => {
     // A POST reaches a handler only with a session: the CSRF check in index.ts needs one.
     const session = request.webSession as WebSession;
@@ -135,7 +138,8 @@ function integrationRoutes(web: App, { database: { db }, config, clock }: AppCon
     }
     const { key, row } = created;
     request.log.info({ userId: session.user.id, keyId: row.id }, 'API key generated from the web');
-    return sendIntegrations(reply, session, { newKey: { name, key } });
+    await setFlash(db, session, { newKey: { name, key } }, clock());
+    return reply.redirect(INTEGRATIONS, 303);
   });
 
   web.post(

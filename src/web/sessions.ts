@@ -11,6 +11,7 @@ import {
   touchSession,
 } from '../identity/web-sessions.ts';
 import { sessionCsrfToken } from './csrf.ts';
+import { flashKey } from './flash.ts';
 
 /**
  * Web sessions live in the database so any API process can serve any page. The cookie holds a
@@ -30,6 +31,8 @@ export interface WebSession {
   readonly user: SessionUser;
   /** The token every form of this session must carry (see csrf.ts). */
   readonly csrfToken: string;
+  /** The key that seals this session's one-time messages (flash.ts). */
+  readonly flashKey: Buffer;
 }
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest();
@@ -66,7 +69,7 @@ export async function findSession(db: Db, config: Config, token: string | undefi
     return null;
   }
   if (idle >= TOUCH_GRANULARITY_MS) await touchSession(db, id, now);
-  return { id, user, csrfToken: sessionCsrfToken(token) };
+  return { id, user, csrfToken: sessionCsrfToken(token), flashKey: flashKey(token) };
 }
 
 export async function endSession(db: Db, id: number): Promise<void> {

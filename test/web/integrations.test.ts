@@ -55,7 +55,10 @@ describe('account settings: Integrations', () => {
   test('generating shows the full key once; it works on the API until revoked from the page', async () => {
     const { user, b } = await signedIn();
     await b.get(INTEGRATIONS);
-    const generated = await b.post(`${INTEGRATIONS}/api-keys`, { name: 'CRM sync' });
+    const posted = await b.post(`${INTEGRATIONS}/api-keys`, { name: 'CRM sync' });
+    assert.equal(posted.status, 303, 'answered with a redirect, so a reload does not post again');
+    assert.equal(posted.location, INTEGRATIONS);
+    const generated = await b.get(INTEGRATIONS);
     assert.equal(generated.status, 200);
     const key = shownKey(generated.html);
     assert.ok(key, 'the new key is on the page');
