@@ -210,8 +210,7 @@ export function toApiContact(row: ContactRow, tags: string[]) {
     phone: row.phone,
     time_zone: row.time_zone,
     status: row.status,
-    email_suppression:
-      row.status === 'Subscribed' ? null : toApiSuppression(row.email_suppression ?? emailSuppression(row.status, null, null, null)),
+    email_suppression: emailSuppressionOf(row),
     phone_suppression: row.phone_suppression ? toApiSuppression(row.phone_suppression) : null,
     tags,
     external_id: row.external_id ?? null,
@@ -732,4 +731,60 @@ export async function analyzeContacts(db: Db, { quick = false } = {}): Promise<v
     await sql`SET LOCAL default_statistics_target = 10`.execute(trx);
     await sql`ANALYZE contacts`.execute(trx);
   });
+}
+
+// ── The suppressions page (web/pages/suppressions.ts) ────────────────────────────────────────
+
+/** A contact that one channel or both no longer reach, with why (as the API's contact shows it). */
+export interface SuppressedContact {
+  id: number;
+  first_name: string | null;
+  last_name: string | null;
+  email: string | null;
+  phone: string | null;
+  email_suppression: Suppression | null;
+  phone_suppression: Suppression | null;
+  /** Whether the owner may lift the email suppression: never an unsubscribe or a complaint (the person's own word). */
+  email_liftable: boolean;
+}
+
+/**
+ * An owner's live contacts with a suppressed email or phone, by id after `afterId` (keys, never an
+ * offset), or only those of `onlyIds`: the suppressions page. Each suppression reads as
+ * `toApiContact` shows it.
+ */
+export async function suppressedContactsAfter(
+  db: Db,
+  userId: number,
+  afterId: number,
+  limit: number,
+  onlyIds?: readonly number[],
+): Promise<SuppressedContact[]> {
+  let query = db
+    .selectFrom('contacts')
+    .select(['id', 'first_name', 'last_name', 'email', 'phone', 'status', 'email_suppression', 'phone_suppression'])
+    .where('user_id', '=', userId)
+    .where('deleted_at', 'is', null)
+    .where('id', '>', afterId)
+    .where((eb) => eb.or([eb('status', '<>', 'Subscribed'), eb('phone_suppression', 'is not', null)]))
+    .orderBy('id')
+    .limit(limit);
+  if (onlyIds) query = query.where('id', 'in', onlyIds.length > 0 ? onlyIds : [0]);
+  const rows = await query.execute();
+  return rows.map((row) => ({
+    id: row.id,
+    first_name: row.first_name,
+    last_name: row.last_name,
+    email: row.email,
+    phone: row.phone,
+    email_suppression: emailSuppressionOf(row),
+    phone_suppression: row.phone_suppression ? toApiSuppression(row.phone_suppression) : null,
+    email_liftable: (LIFTABLE_EMAIL_REASONS as readonly string[]).includes(emailSuppressionOf(row)?.reason ?? ''),
+  }));
+}
+
+/** A contact's email suppression as the API shows it (`toApiContact`), or null while Subscribed. */
+function emailSuppressionOf(row: Pick<ContactRow, 'status' | 'email_suppression'>): Suppression | null {
+  if (row.status === 'Subscribed') return null;
+  return toApiSuppression(row.email_suppression ?? emailSuppression(row.status, null, null, null));
 }

@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { client, dsn, type Sent, sendTo, startInboundApp } from '../inbound/support.ts';
+import type { SendingApp } from '../sending/support/sending-app.ts';
+import { waitFor } from '../sending/support/wait.ts';
+import { asKey } from '../support/client.ts';
+import { type Actor, createTeam, createUser } from '../support/factories.ts';
+import { browser, setPassword } from './web-client.ts';
+
+const PASSWORD = 'people pages passphrase';
+
+/** `/suppressions`, `/replies` and `/contacts`, against the API's own answers. */
+describe('the pages of replies, contacts and suppressions', () => {
+  let s: SendingApp & { port: number };
+  let agent: Actor;
+  let lead: Actor;
+  let stranger: Actor;
+  let sent: Sent;
+  before(async () => {
+    s = await startInboundApp({ INBOUND_FORWARDS_PER_DAY: '1' });
+    const teamId = await createTeam(s.t);
+    agent = await createUser(s.t, 'User', teamId);
+    lead = await createUser(s.t, 'Team Administrator', teamId);
+    stranger = await createUser(s.t, 'User', await createTeam(s.t));
+    for (const who of [agent, lead, stranger]) await setPassword(s.t, who.id, PASSWORD);
+    s.owner = agent.id;
+    s.api = asKey(s.t.app, agent.key);
+    sent = await sendTo(s, 4);
+    const [bounced, , leaver] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0]];
+    const mta = client(s.port);
+    await mta.sendMail({
+      envelope: { from: '', to: bounced.returnPath },
+      raw: dsn(bounced.returnPath, bounced.email, '5.1.1', '<dsn-1@mx.example.net>'),
+    });
+    await mta.sendMail({ from: leaver.email, to: leaver.unsubscribe, subject: 'unsubscribe', text: '', messageId: '<u-1@client.example>' });
+    await waitFor('the bounce and the unsubscribe recorded', async () => {
+      const statuses = await Promise.all([bounced, leaver].map(async (c) => (await s.api.get(`/v3/contacts/${c.contactId}`)).body.status));
+      return statuses[0] === 'Inactive - Hard Bounce' && statuses[1] === 'Unsubscribed';
+    });
+  });
+  after(() => s.close());
+
+  async function signedIn(email: string) {
+    const b = browser(s.t.app);
+    assert.equal((await b.signIn(email, PASSWORD)).status, 303);
+    return b;
+  }
+
+  test('/suppressions lists the bounced address with its reason; lifting it there makes the API show the contact free', async () => {
+    const [bounced, , leaver] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0]];
+    const b = await signedIn(agent.email);
+    const list = await b.get('/suppressions');
+    assert.equal(list.status, 200);
+    const row = (key: string) => new RegExp(`<tr data-suppression="${key}">([\\s\\S]*?)</tr>`).exec(list.html)?.[1] ?? '';
+    const api = (await s.api.get(`/v3/contacts/${bounced.contactId}`)).body;
+    assert.equal(api.email_suppression.reason, 'hard_bounce');
+    const bouncedRow = row(`email:${bounced.contactId}`);
+    assert.match(bouncedRow, new RegExp(bounced.email.replace('.', '\\.')));
+    assert.match(bouncedRow, /<td>Hard bounce<\/td>/);
+    assert.match(bouncedRow, new RegExp(`<a href="/emails/${sent.emailId}">`), 'the deciding message');
+    assert.match(bouncedRow, new RegExp(`value="email:${bounced.contactId}"`));
+    const leaverRow = row(`email:${leaver.contactId}`);
+    assert.match(leaverRow, /<td>Unsubscribed<\/td>/);
+    assert.match(leaverRow, /only their own word lifts it/);
+    assert.doesNotMatch(leaverRow, /type="checkbox"/, 'an unsubscribe cannot be selected');
+
+    // The confirmation changes nothing; an unsubscribe asked for anyway is listed as not lifted.
+    const confirm = await b.get(`/suppressions/lift?selected=email:${bounced.contactId}&selected=email:${leaver.contactId}`);
+    assert.equal(confirm.status, 200);
+    assert.match(confirm.html, /Not lifted[\s\S]*only their own word lifts it/);
+    assert.equal((await s.api.get(`/v3/contacts/${bounced.contactId}`)).body.status, 'Inactive - Hard Bounce');
+    const lifted = await b.post('/suppressions/lift', { selected: `email:${bounced.contactId}` });
+    assert.equal(lifted.status, 303);
+    assert.equal(lifted.location, '/suppressions?lifted=1');
+    const freed = (await s.api.get(`/v3/contacts/${bounced.contactId}`)).body;
+    assert.equal(freed.status, 'Subscribed');
+    assert.equal(freed.email_suppression, null);
+    // A forged selection of the unsubscribe lifts nothing: the API's rule decides.
+    await b.get('/suppressions');
+    assert.equal((await b.post('/suppressions/lift', { selected: `email:${leaver.contactId}` })).location, '/suppressions?lifted=0');
+    assert.equal((await s.api.get(`/v3/contacts/${leaver.contactId}`)).body.status, 'Unsubscribed');
+    assert.doesNotMatch((await b.get('/suppressions?lifted=1')).html, new RegExp(`data-suppression="email:${bounced.contactId}"`));
+
+    assert.equal((await b.get('/suppressions/lift')).status, 400);
+    assert.equal((await b.get('/suppressions/lift?selected=mail:1')).status, 400);
+    assert.equal((await b.get('/suppressions?after=-1')).status, 400);
+    assert.equal((await b.post('/suppressions/lift', { selected: 'x', _csrf: '' })).status, 403);
+  });
+
+  test("another team's User sees none of the agent's suppressions and lifts none; the Team Administrator acting for the agent does", async () => {
+    const [, , leaver] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0]];
+    const outsider = await signedIn(stranger.email);
+    assert.doesNotMatch((await outsider.get('/suppressions')).html, new RegExp(`data-suppression="email:${leaver.contactId}"`));
+    const teamLead = await signedIn(lead.email);
+    await teamLead.get('/suppressions');
+    assert.equal((await teamLead.post('/acting-for', { user_id: String(agent.id), return_to: '/suppressions' })).status, 303);
+    assert.match((await teamLead.get('/suppressions')).html, new RegExp(`data-suppression="email:${leaver.contactId}"`));
+  });
+});
