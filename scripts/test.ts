@@ -66,7 +66,8 @@ const SAME_ON_EVERY_DATABASE = [
 
 /**
  * Files that judge a separate Hopper process by the clock from outside (answers within 2 s of a
- * database outage, SIGKILL trials, a shutdown within 10 s, a rate limit's minute): each runs with
+ * database outage, SIGKILL trials, a shutdown within 10 s, a rate limit's minute; another user's
+ * reads during a 20 MB import, in the file's own process): each runs with
  * at most half the run's other slots busy, so that neighbours' CPU use cannot make them fail.
  */
 const CROWD_SHY = [
@@ -76,6 +77,7 @@ const CROWD_SHY = [
   'test/webhooks/restart.test.ts',
   'test/http/rate-limit.test.ts',
   'test/security/graceful-stop.test.ts',
+  'test/security/import-stall.test.ts',
 ];
 
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? Math.max(2, availableParallelism() + 1));
