@@ -9,7 +9,7 @@ import { DomainError, duplicate, type FieldErrors, throwIfAny } from '../errors.
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
 import { type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
-import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from './passwords.ts';
+import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, verifyPassword } from './passwords.ts';
 import { RANK, ROLE_NAMES, type RoleName, rankOf } from './roles.ts';
 import { teamExists } from './teams.ts';
 import { endUserSessions } from './web-sessions.ts';
@@ -448,6 +448,35 @@ export async function activeAdministrators(db: Db) {
 export async function setPasswordHash(db: Db, userId: number, passwordHash: string, now: Date): Promise<void> {
   await updateUser(db, userId, { password_hash: passwordHash }, now);
   await endUserSessions(db, userId);
+}
+
+/**
+ * A user's own new password, from their account settings: the current one must be given, so a
+ * browser left signed in cannot be used to take the account. The same limits as the API's field.
+ * Ends every session of the user (the caller starts a new one for the browser that asked).
+ */
+export async function changeOwnPassword(
+  db: Db,
+  userId: number,
+  form: { current_password: string; new_password: string },
+  now: Date,
+): Promise<void> {
+  const user = await findUser(db, userId);
+  const errors: FieldErrors = {};
+  if (!form.current_password) errors.current_password = ['is needed to set a new one'];
+  else if (!(await verifyPassword(form.current_password, user?.password_hash))) errors.current_password = ['is not correct'];
+  if (form.new_password.length < PASSWORD_MIN_LENGTH || form.new_password.length > PASSWORD_MAX_LENGTH) {
+    errors.new_password = [`must be ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`];
+  }
+  throwIfAny(errors);
+  await setPasswordHash(db, userId, await hashPassword(form.new_password), now);
+}
+
+/** A user's own time zone from their account settings (empty: none, times in UTC); the API's rule. */
+export async function changeOwnTimeZone(db: Db, userId: number, timeZone: string, now: Date): Promise<UserRow> {
+  const time_zone = timeZone || null;
+  await checkReferences(db, { time_zone });
+  return updateUser(db, userId, { time_zone }, now);
 }
 
 /** Makes a user an active Administrator again, whatever happened to them (cancelled, deleted, demoted); nothing when they are one. */

@@ -4,16 +4,31 @@ import type { AppContext } from '../app-context.ts';
 import { DomainError } from '../errors.ts';
 import type { App } from '../http/fastify-types.ts';
 import { createApiKey, findLiveApiKey, KEY_NAME_MAX_LENGTH, liveApiKeys, revokeApiKey, toApiKey } from '../identity/api-keys.ts';
-import { changeSender, findUser, toApiUser } from '../identity/users.ts';
+import { changeOwnPassword, changeOwnTimeZone, changeSender, findUser, toApiUser } from '../identity/users.ts';
 import { Id } from '../json-schema.ts';
 import { setFlash, takeFlash } from './flash.ts';
 import { emptyForm, type Form, formValues, submitForm } from './forms.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from './render.ts';
-import { graceEndsAt, type WebSession } from './sessions.ts';
+import { graceEndsAt, SESSION_COOKIE, startSession, type WebSession } from './sessions.ts';
+import { COOKIE } from './sign-in.ts';
 
 const INTEGRATIONS = '/account/settings/integrations';
 /** The sender form's fields, in the page's order, with their labels (the errors name them so). */
 const SENDER_LABELS = { sender_name: 'Sender name', sender_email: 'Sender email', postal_address: 'Postal address' };
+const PASSWORD_LABELS = { current_password: 'Current password', new_password: 'New password' };
+const PROFILE_NOTICES = {
+  password: 'Your password was changed. Every other browser signed in as you has been signed out.',
+  'time-zone': 'Your time zone was saved.',
+} as const;
+/** Every IANA time zone the runtime knows, for the time zone list. */
+const TIME_ZONES = Intl.supportedValuesOf('timeZone');
+const NoticeQuery = Type.Object({ saved: Type.Optional(Type.String()), notice: Type.Optional(Type.String()) });
+
+interface ProfileForms {
+  form?: Form;
+  passwordForm?: Form;
+  zoneForm?: Form;
+}
 /** Notices a redirect may ask for by name: the page never echoes text from the URL. */
 const NOTICES = { revoked: 'The key was revoked. Programs using it are refused from their next request on.' } as const;
 
@@ -33,26 +48,38 @@ function tabData(session: WebSession, tab: 'profile' | 'integrations', config: A
   return { session, section: 'settings' as const, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
 }
 
-/** The profile tab: who the user is, and the sender identity of their emails. */
+/** The profile tab: who the user is, the sender identity of their emails, their password and time zone. */
 function profileRoutes(web: App, { database: { db }, config, clock }: AppContext): void {
-  web.get('/account/settings', { schema: PAGE_SCHEMA }, async (request, reply) => {
+  web.get('/account/settings', { schema: { ...PAGE_SCHEMA, querystring: NoticeQuery } }, async (request, reply) => {
     const session = request.webSession;
     if (!session) return reply.redirect('/login', 303);
-    const notice = request.query && (request.query as { saved?: string }).saved !== undefined ? 'Saved.' : undefined;
+    const query = request.query as { saved?: string; notice?: string };
+    const notice = query.saved !== undefined ? 'Saved.' : PROFILE_NOTICES[query.notice as keyof typeof PROFILE_NOTICES];
     return sendProfile(reply, session, { notice });
   });
 
-  async function sendProfile(reply: FastifyReply, session: WebSession, extra: { notice?: string; form?: Form } = {}, status = 200) {
+  async function sendProfile(reply: FastifyReply, session: WebSession, extra: { notice?: string } & ProfileForms = {}, status = 200) {
     let form = extra.form;
     if (!form) {
       const user = await findUser(db, session.user.id);
       const sender = user ? toApiUser(user) : { sender_name: '', sender_email: '', postal_address: null };
       form = emptyForm({ sender_name: sender.sender_name, sender_email: sender.sender_email, postal_address: sender.postal_address ?? '' });
     }
+    const passwordForm = extra.passwordForm ?? emptyForm();
+    const zoneForm = extra.zoneForm ?? emptyForm({ time_zone: session.user.time_zone ?? '' });
     return sendPage(
       reply,
       'settings-profile',
-      { title: 'Profile', ...tabData(session, 'profile', config), user: session.user, notice: extra.notice, form },
+      {
+        title: 'Profile',
+        ...tabData(session, 'profile', config),
+        user: session.user,
+        notice: extra.notice,
+        form,
+        passwordForm,
+        zoneForm,
+        zones: TIME_ZONES,
+      },
       status,
     );
   }
@@ -67,6 +94,33 @@ function profileRoutes(web: App, { database: { db }, config, clock }: AppContext
     );
     if (!outcome.ok) return sendProfile(reply, session, { form: outcome.form }, 422);
     return reply.redirect('/account/settings?saved', 303);
+  });
+
+  // One's own password, never another's: the current one is required. Every session of the user
+  // ends (as a new password through the API does); this browser gets a new one and stays signed in.
+  web.post('/account/settings/password', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    const session = request.webSession as WebSession;
+    const body = request.body as Record<string, unknown> | undefined;
+    const raw = (name: string) => (typeof body?.[name] === 'string' ? (body[name] as string) : '');
+    const values = { current_password: raw('current_password'), new_password: raw('new_password') };
+    const outcome = await submitForm(values, PASSWORD_LABELS, () => changeOwnPassword(db, session.user.id, values, clock()));
+    // A password is never sent back into the page.
+    if (!outcome.ok) return sendProfile(reply, session, { passwordForm: { values: {}, errors: outcome.form.errors } }, 422);
+    const fresh = await startSession(db, session.user.id, clock());
+    request.log.info({ userId: session.user.id }, 'password changed from the web');
+    return reply
+      .setCookie(SESSION_COOKIE, fresh.token, { ...COOKIE, expires: fresh.expiresAt })
+      .redirect('/account/settings?notice=password', 303);
+  });
+
+  web.post('/account/settings/time-zone', { schema: PAGE_SCHEMA }, async (request, reply) => {
+    const session = request.webSession as WebSession;
+    const values = formValues(request.body, ['time_zone']);
+    const outcome = await submitForm(values, { time_zone: 'Time zone' }, () =>
+      changeOwnTimeZone(db, session.user.id, values.time_zone ?? '', clock()),
+    );
+    if (!outcome.ok) return sendProfile(reply, session, { zoneForm: outcome.form }, 422);
+    return reply.redirect('/account/settings?notice=time-zone', 303);
   });
 }
 

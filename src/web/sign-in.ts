@@ -13,7 +13,8 @@ import { localPath } from './viewer.ts';
 /** Unknown email, wrong password, no password set: one answer, so the form reveals no accounts. */
 export const SIGN_IN_FAILED = 'The email or password is incorrect.';
 
-const COOKIE: CookieSerializeOptions = { path: '/', httpOnly: true, secure: true, sameSite: 'lax' };
+/** The options of the session and sign-in cookies (`__Host-`: Secure, host-only, path /). */
+export const COOKIE: CookieSerializeOptions = { path: '/', httpOnly: true, secure: true, sameSite: 'lax' };
 const SIGN_IN_TOKEN = /^[\w-]{43}$/;
 
 function formText(body: unknown, name: string): string {

@@ -48,4 +48,51 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     assert.equal(made.status, 200, 'the key shown is the one made');
     assertClean(run);
   });
+
+  test('one changes their own password (the current one required) and time zone; the API then shows them', {
+    timeout: 120_000,
+  }, async () => {
+    const user = await createUser(run.t, 'User', await createTeam(run.t));
+    await setPassword(run.t, user.id, PASSWORD);
+    const other = await run.newPage({ javaScript: false });
+    await signIn(other, run.base, user.email, PASSWORD, '/account/settings');
+    const page = await run.newPage({ javaScript: false, width: 375 });
+    await signIn(page, run.base, user.email, PASSWORD, '/account/settings');
+
+    await page.getByLabel('Current password').fill('not the password at all');
+    await page.getByLabel('New password').fill('short');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.getByRole('link', { name: 'Current password is not correct.' }).waitFor();
+    await page.getByRole('link', { name: 'New password must be 12 to 1024 characters.' }).waitFor();
+    assert.equal(await page.getByLabel('New password').getAttribute('aria-invalid'), 'true');
+    assert.equal(await page.getByLabel('Current password').inputValue(), '', 'a password is never sent back');
+
+    const next = 'a brand new passphrase';
+    await page.getByLabel('Current password').fill(PASSWORD);
+    await page.getByLabel('New password').fill(next);
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await page.getByText('Your password was changed.').waitFor();
+    assert.equal(page.url(), `${run.base}/account/settings?notice=password`);
+    await assertFitsWidth(page);
+
+    // The other browser was signed out; the old password no longer works, the new one does.
+    await other.goto(`${run.base}/account/settings`);
+    assert.match(other.url(), /\/login/);
+    await other.getByLabel('Email').fill(user.email);
+    await other.getByLabel('Password').fill(PASSWORD);
+    await other.getByRole('button', { name: 'Sign in' }).click();
+    await other.getByText('The email or password is incorrect.').waitFor();
+    await signIn(other, run.base, user.email, next, '/account/settings');
+
+    await page.getByRole('combobox', { name: 'Time zone' }).selectOption('Europe/Berlin');
+    await page.getByRole('button', { name: 'Save time zone' }).click();
+    await page.getByText('Your time zone was saved.').waitFor();
+    assert.equal((await asKey(run.t.app, user.key).get(`/v3/users/${user.id}`)).body.time_zone, 'Europe/Berlin');
+    assert.equal(await page.getByRole('combobox', { name: 'Time zone' }).inputValue(), 'Europe/Berlin');
+
+    const withScript = await run.newPage({ width: 1100 });
+    await signIn(withScript, run.base, user.email, next, '/account/settings');
+    await assertAccessible(withScript);
+    assertClean(run);
+  });
 });
