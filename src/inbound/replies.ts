@@ -230,3 +230,19 @@ export async function storeInboundMessages(
 export async function markRepliesForwarded(db: Db, replyIds: readonly number[], now: Date): Promise<void> {
   if (replyIds.length > 0) await db.updateTable('replies').set({ forwarded_at: now }).where('id', 'in', replyIds).execute();
 }
+
+/**
+ * A user's replies, newest first, by id before `beforeId` (keys, never an offset): the replies
+ * page. `contactId` narrows them to one contact's (the contact's history).
+ */
+export async function repliesBefore(db: Db, userId: number, o: { beforeId?: number; limit: number; contactId?: number }) {
+  let query = db
+    .selectFrom('replies')
+    .select([...LISTED, 'message_kind', 'message_id', 'forwarded_at'])
+    .where('user_id', '=', userId)
+    .orderBy('id', 'desc')
+    .limit(o.limit);
+  if (o.beforeId) query = query.where('id', '<', o.beforeId);
+  if (o.contactId) query = query.where('contact_id', '=', o.contactId);
+  return query.execute();
+}

@@ -14,6 +14,7 @@ import { homePages } from './home.ts';
 import { dashboardPage } from './pages/dashboard.ts';
 import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
+import { replyPages } from './pages/replies.ts';
 import { suppressionPages } from './pages/suppressions.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
@@ -131,5 +132,6 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await dashboardPage(web, ctx);
   await messageListPages(web, ctx);
   await messageReportPages(web, ctx);
+  await replyPages(web, ctx);
   await suppressionPages(web, ctx);
 }

@@ -5,6 +5,7 @@ import type { SendingApp } from '../sending/support/sending-app.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, createTeam, createUser } from '../support/factories.ts';
+import { HOSTILE } from './support/browser.ts';
 import { browser, setPassword } from './web-client.ts';
 
 const PASSWORD = 'people pages passphrase';
@@ -26,12 +27,22 @@ describe('the pages of replies, contacts and suppressions', () => {
     s.owner = agent.id;
     s.api = asKey(s.t.app, agent.key);
     sent = await sendTo(s, 4);
-    const [bounced, , leaver] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0]];
+    const [bounced, replier, leaver] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0]];
     const mta = client(s.port);
     await mta.sendMail({
       envelope: { from: '', to: bounced.returnPath },
       raw: dsn(bounced.returnPath, bounced.email, '5.1.1', '<dsn-1@mx.example.net>'),
     });
+    for (const [i, words] of [`Yes please! ${HOSTILE.script}${HOSTILE.onerror}`, 'And one more thing'].entries()) {
+      await mta.sendMail({
+        from: replier.email,
+        to: replier.replyTo,
+        subject: 'Re: A question',
+        text: words,
+        html: `<p>${words}</p>`,
+        messageId: `<r-${i}@client.example>`,
+      });
+    }
     await mta.sendMail({ from: leaver.email, to: leaver.unsubscribe, subject: 'unsubscribe', text: '', messageId: '<u-1@client.example>' });
     await waitFor('the bounce and the unsubscribe recorded', async () => {
       const statuses = await Promise.all([bounced, leaver].map(async (c) => (await s.api.get(`/v3/contacts/${c.contactId}`)).body.status));
@@ -95,5 +106,31 @@ describe('the pages of replies, contacts and suppressions', () => {
     await teamLead.get('/suppressions');
     assert.equal((await teamLead.post('/acting-for', { user_id: String(agent.id), return_to: '/suppressions' })).status, 303);
     assert.match((await teamLead.get('/suppressions')).html, new RegExp(`data-suppression="email:${leaver.contactId}"`));
+  });
+
+  test("/replies shows the reply's words as text, its hostile HTML not run, and the held one marked with its reason", async () => {
+    const api = (await s.api.get(`/v3/templated_emails/${sent.emailId}/replies`)).body.data as any[];
+    assert.equal(api.length, 2);
+    const b = await signedIn(agent.email);
+    const page = await b.get('/replies');
+    assert.equal(page.status, 200);
+    for (const reply of api) {
+      const shown = new RegExp(`<article class="card reply" data-reply="${reply.id}"[\\s\\S]*?</article>`).exec(page.html)?.[0] ?? '';
+      assert.match(shown, new RegExp(`<a href="/emails/${sent.emailId}">`), 'the message it answers');
+      assert.match(shown, new RegExp(`<a href="/contacts/${reply.contact_id}">`));
+      if (reply.held_reason) assert.match(shown, /data-held><strong>Held: this contact had reached the day’s forwards/);
+      else assert.doesNotMatch(shown, /data-held/);
+      assert.match(
+        shown,
+        new RegExp(`SPF ${reply.authentication.spf}, DKIM ${reply.authentication.dkim}, DMARC ${reply.authentication.dmarc}`),
+      );
+    }
+    assert.match(page.html, /Yes please! &lt;script&gt;/);
+    assert.match(page.html, /And one more thing/);
+    assert.doesNotMatch(page.html, /<script>alert|<img src=x onerror/);
+    assert.equal((await b.get('/replies?before=0')).status, 400);
+    const older = await b.get(`/replies?before=${Math.max(...api.map((r) => r.id))}`);
+    assert.equal([...older.html.matchAll(/data-reply="/g)].length, 1, 'keys, not offsets: the older one alone');
+    assert.doesNotMatch((await (await signedIn(stranger.email)).get('/replies')).html, /data-reply="/);
   });
 });
