@@ -1,9 +1,10 @@
+import { fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { glob, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { run } from 'node:test';
-import { spec } from 'node:test/reporters';
+import { collect, type FileOutcome } from './test-lane.ts';
 
 /**
  * `npm test`: every test file against a real database — PGlite by default, the PostgreSQL of
@@ -80,8 +81,26 @@ const CROWD_SHY = [
   'test/security/import-stall.test.ts',
 ];
 
+/**
+ * Files that run in a process of their own instead of in a lane (scripts/test-lane.ts): those that
+ * judge a process by the clock (CROWD_SHY), and those that change what the whole process holds.
+ */
+const ISOLATED = [
+  ...CROWD_SHY,
+  // Hooks at the top of the file, which would run around every file of a lane.
+  'test/http/hardening.test.ts',
+  'test/docs/readme.test.ts',
+  // Sets process.env for the Hopper it starts.
+  'test/web/integrations-browser.test.ts',
+];
+
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? Math.max(2, availableParallelism() + 1));
 // A test that hangs fails after this long instead of holding the run until CI's own limit.
+// A crowd-shy file holds half the slots.
+const crowdShyWeight = Math.max(1, Math.ceil(CONCURRENCY / 2));
+// About this many lanes a slot: a lane's process loads and warms the application once for all its
+// files, and the smaller the lanes the better the last ones fill the slots as the run ends.
+const LANES_PER_SLOT = Number(process.env.TEST_LANES_PER_SLOT ?? 8);
 const TEST_TIMEOUT = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
 const TIMES_FILE = 'test/times.json';
 // V8's compile cache, shared by every test file's process and the Hopper processes they start:
@@ -95,87 +114,144 @@ type Database = 'PGlite' | 'PostgreSQL';
 interface Task {
   file: string;
   database: Database;
-  /** Slots of CONCURRENCY it holds while it runs. */
-  weight: number;
-  /** Its time in the last recorded run, for the order. */
+  /** Its time in the last recorded run. */
   expectedMs: number;
 }
 
-interface FileResult {
+interface FileResult extends FileOutcome {
   task: Task;
-  ok: boolean;
-  ms: number;
-  cpuMs: number;
-  tests: number;
-  passed: number;
-  failed: number;
-  skipped: string[];
-  report: string;
 }
 
-async function runFile(task: Task, cpuDir: string, label: string): Promise<FileResult> {
-  const started = performance.now();
-  const result: FileResult = { task, ok: true, ms: 0, cpuMs: 0, tests: 0, passed: 0, failed: 0, skipped: [], report: '' };
-  const cpuFile = join(cpuDir, `${task.database}-${task.file.replaceAll('/', '_')}.json`);
+const EXEC_ARGV = ['--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'];
+
+function fileEnv(database: Database, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { DATABASE_URL, ...env } = process.env;
+  return { ...env, ...(database === 'PostgreSQL' ? { DATABASE_URL } : {}), NODE_COMPILE_CACHE: COMPILE_CACHE, ...extra };
+}
+
+function heading(task: Task, label: boolean): string {
+  return label ? `━━ ${task.file} on ${task.database}\n` : '';
+}
+
+function failure(task: Task, report: string): FileResult {
+  return { task, ok: false, ms: 0, cpuMs: 0, tests: 1, passed: 0, failed: 1, skipped: [], report };
+}
+
+/** A file that runs alone, in a process of its own (ISOLATED). */
+async function runAlone(task: Task, cpuDir: string, label: boolean): Promise<FileResult> {
+  const started = performance.now();
+  const cpuFile = join(cpuDir, `${task.database}-${task.file.replaceAll('/', '_')}.json`);
   const stream = run({
     files: [task.file],
     timeout: TEST_TIMEOUT,
     forceExit: true,
-    execArgv: ['--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'],
-    env: {
-      ...env,
-      ...(task.database === 'PostgreSQL' ? { DATABASE_URL } : {}),
-      TEST_CPU_USAGE_FILE: cpuFile,
-      NODE_COMPILE_CACHE: COMPILE_CACHE,
-    },
+    execArgv: EXEC_ARGV,
+    env: fileEnv(task.database, { TEST_CPU_USAGE_FILE: cpuFile }),
   });
-  stream.on('test:pass', (event) => {
-    // A skipped suite counts as one skipped test: its tests never run, so never report.
-    if (event.skip !== undefined && event.skip !== false) result.skipped.push(typeof event.skip === 'string' ? event.skip : 'skipped');
-    if (event.details.type === 'suite') return;
-    result.tests++;
-    if (!event.skip) result.passed++;
-  });
-  stream.on('test:fail', (event) => {
-    result.ok = false;
-    if (event.details.type !== 'suite') {
-      result.tests++;
-      result.failed++;
-    }
-  });
-  const chunks: string[] = label ? [`━━ ${task.file} on ${task.database}\n`] : [];
-  for await (const chunk of stream.compose(spec)) chunks.push(String(chunk));
-  // Each file's own summary (ℹ tests 12 …) is left out: the run ends with one for all files.
-  result.report = chunks.join('').replace(/^ℹ (?:tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) .*\n/gm, '');
-  result.ms = performance.now() - started;
-  result.cpuMs = await readFile(cpuFile, 'utf8').then(
+  const outcome = await collect(stream, heading(task, label));
+  const cpuMs = await readFile(cpuFile, 'utf8').then(
     (text) => JSON.parse(text).cpuMs as number,
     () => 0,
   );
-  return result;
+  return { task, ...outcome, ms: performance.now() - started, cpuMs };
 }
 
 /**
- * Runs the tasks longest first, each holding its weight of CONCURRENCY slots. When the next task
- * does not fit (a crowd-shy file while others run), no other starts before it: the running ones
- * drain until it fits, so it cannot wait until the end.
+ * A lane (scripts/test-lane.ts): one process running `tasks` one after another, each file's
+ * outcome reported as it ends. What the lane's files print outside the reporter is added to the
+ * report of a file that fails; a lane that dies fails the files it had not reported.
+ */
+function runLane(tasks: Task[], database: Database, label: boolean, report: (result: FileResult) => void): Promise<void> {
+  const child = fork(
+    'scripts/test-lane.ts',
+    tasks.map((task) => task.file),
+    {
+      execArgv: EXEC_ARGV,
+      env: fileEnv(database, { TEST_TIMEOUT_MS: String(TEST_TIMEOUT), TEST_LANE_LABEL: label ? database : '' }),
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    },
+  );
+  let printed = '';
+  const keep = (chunk: Buffer) => {
+    printed = (printed + String(chunk)).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const left = new Map(tasks.map((task) => [task.file, task]));
+  child.on('message', (message: FileOutcome & { file: string }) => {
+    const task = left.get(message.file);
+    if (!task) return;
+    left.delete(message.file);
+    const { file: _, ...outcome } = message;
+    report({ task, ...outcome, report: outcome.ok || !printed ? outcome.report : `${outcome.report}── printed meanwhile:\n${printed}\n` });
+    printed = '';
+  });
+  return new Promise((done) => {
+    child.on('exit', (code, signal) => {
+      for (const task of left.values()) {
+        report(
+          failure(
+            task,
+            `${heading(task, label)}✖ its lane ended (${signal ?? `code ${code}`}) before it reported this file; it printed:\n${printed}\n`,
+          ),
+        );
+      }
+      done();
+    });
+  });
+}
+
+function alone(task: Task): boolean {
+  return ISOLATED.includes(task.file) || process.env.TEST_ISOLATION === 'process';
+}
+
+/**
+ * Runs the files longest first. A file that runs alone holds its weight of CONCURRENCY slots (half
+ * of them for a crowd-shy one); the others go in lanes of one slot each, a lane taking the next
+ * files of one database in order while their recorded times add up to at most a share of the whole
+ * run's (LANES_PER_SLOT lanes a slot; one file at least, so a long file is a lane of its own).
+ * When the next file does not fit (a crowd-shy file while others run), nothing else starts before
+ * it: the running ones drain until it fits, so it cannot be left to the end.
  */
 async function runAll(tasks: Task[], label: boolean): Promise<FileResult[]> {
   const queue = [...tasks].sort((a, b) => b.expectedMs - a.expectedMs);
   const cpuDir = await mkdtemp(join(tmpdir(), 'hopper-test-cpu-'));
   const results: FileResult[] = [];
+  const report = (result: FileResult) => {
+    process.stdout.write(result.report);
+    results.push(result);
+  };
+  const laneMs = tasks.reduce((total, task) => total + task.expectedMs, 0) / (CONCURRENCY * LANES_PER_SLOT);
+  const weight = (task: Task) => (CROWD_SHY.includes(task.file) ? crowdShyWeight : 1);
+  const nextLane = (): Task[] => {
+    const first = queue.shift() as Task;
+    const lane = [first];
+    let expected = first.expectedMs;
+    for (let i = 0; i < queue.length; ) {
+      const task = queue[i] as Task;
+      if (task.database === first.database && !alone(task) && expected + task.expectedMs <= laneMs) {
+        lane.push(task);
+        expected += task.expectedMs;
+        queue.splice(i, 1);
+      } else {
+        i++;
+      }
+    }
+    return lane;
+  };
   let used = 0;
   try {
     await new Promise<void>((done) => {
       const startFitting = () => {
-        while (queue.length > 0 && used + (queue[0] as Task).weight <= CONCURRENCY) {
-          const task = queue.shift() as Task;
-          used += task.weight;
-          void runFile(task, cpuDir, label ? task.database : '').then((result) => {
-            process.stdout.write(result.report);
-            results.push(result);
-            used -= task.weight;
+        while (queue.length > 0 && used + weight(queue[0] as Task) <= CONCURRENCY) {
+          const head = queue[0] as Task;
+          const held = weight(head);
+          used += held;
+          const running = alone(head)
+            ? runAlone(queue.shift() as Task, cpuDir, label).then(report)
+            : runLane(nextLane(), head.database, label, report);
+          void running.then(() => {
+            used -= held;
             if (queue.length === 0 && used === 0) done();
             else startFitting();
           });
@@ -249,7 +325,7 @@ if (both && !process.env.DATABASE_URL) {
   console.error('npm test -- --both needs DATABASE_URL: the PostgreSQL database of the second pass');
   process.exit(2);
 }
-const gone = [...SAME_ON_EVERY_DATABASE, ...CROWD_SHY].filter((file) => !existsSync(file));
+const gone = [...SAME_ON_EVERY_DATABASE, ...ISOLATED].filter((file) => !existsSync(file));
 if (gone.length > 0) {
   console.error(`scripts/test.ts names files that do not exist: ${gone.join(', ')}`);
   process.exit(2);
@@ -265,11 +341,9 @@ const times = await readFile(TIMES_FILE, 'utf8').then(
   (text) => JSON.parse(text) as Record<string, number>,
   () => ({}) as Record<string, number>,
 );
-const crowdShyWeight = Math.max(1, Math.ceil(CONCURRENCY / 2));
 const task = (file: string, database: Database): Task => ({
   file,
   database,
-  weight: CROWD_SHY.includes(file) ? crowdShyWeight : 1,
   // A file without a recorded time is taken for a long one (new tests tend to be).
   expectedMs: times[`${file} on ${database}`] ?? 60_000,
 });

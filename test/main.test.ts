@@ -8,10 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { generateApiKey } from '../src/api-key-format.ts';
+import { seededDataDir } from './support/pglite-template.ts';
 
 /**
  * The README's start command, for real: `node src/main.ts` in a child process on the embedded
- * default (PGlite in a fresh DATA_DIR, self-signed TLS), exactly as `npm start` runs it.
+ * default (PGlite in a fresh DATA_DIR, self-signed TLS), exactly as `npm start` runs it. The tests
+ * of a first start and of a start refused begin with an empty DATA_DIR; the others with one whose
+ * database is already created and migrated (test/support/pglite-template.ts), which saves each
+ * about 5 s of CPU, as no one is created before the first start there either.
  */
 const MAIN = join(import.meta.dirname, '..', 'src', 'main.ts');
 
@@ -147,7 +151,7 @@ describe('npm start (src/main.ts)', () => {
 
   test('a stale lock left by a killed process is taken over', async () => {
     const port = await freePort();
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     const crashed = start({ DATA_DIR: dir, PORT: String(port) });
     await waitForHealth(port, dir, Date.now());
     crashed.child.kill('SIGKILL');
@@ -160,7 +164,7 @@ describe('npm start (src/main.ts)', () => {
   });
 
   test('BOOTSTRAP_ADMIN_KEY makes that key an Administrator key', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     const port = await freePort();
     const key = generateApiKey();
     const started = start({ DATA_DIR: dir, PORT: String(port), BOOTSTRAP_ADMIN_KEY: key });
@@ -173,7 +177,7 @@ describe('npm start (src/main.ts)', () => {
   });
 
   test('SIGTERM to the npm process started by `npm start` stops Hopper gracefully within 10 s', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     const port = await freePort();
     const started = start({ DATA_DIR: dir, PORT: String(port) }, ['npm', 'start', '--silent'], true);
     t.after(() => started.child.kill('SIGKILL'));
@@ -239,7 +243,7 @@ describe('Ctrl-C', () => {
   const trials = Number(process.env.CTRL_C_TRIALS ?? 2);
 
   test(`SIGINT to the process group of npm start (npm forwards it a second time) drains and logs the stop, ${trials} times in a row`, async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     t.after(() => rm(dir, { recursive: true, force: true }));
     const times: string[] = [];
     for (let trial = 1; trial <= trials; trial++) {
@@ -267,7 +271,7 @@ describe('Ctrl-C', () => {
   });
 
   test('a second SIGINT, a second or more after the first, stops at once (exit 130) a stop held by a request in flight', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     t.after(() => rm(dir, { recursive: true, force: true }));
     const port = await freePort();
     const key = generateApiKey();
@@ -302,7 +306,7 @@ describe('Ctrl-C', () => {
 
 describe('stopping under load', () => {
   test('SIGTERM under 32 concurrent requests: every request answered (no 5xx) or refused cleanly, exit 0', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-main-'));
+    const dir = await seededDataDir('hopper-main-');
     const port = await freePort();
     const key = generateApiKey();
     // Thousands of requests with one key: the per-key limit (a 429) is not what is tested here.

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { generateApiKey } from '../../src/api-key-format.ts';
 import { freePort, startHopper, stopHopper } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
+import { seededDataDir } from '../support/pglite-template.ts';
 
 interface Outcome {
   /** When the request's bytes had all been handed to the socket. */
@@ -24,7 +24,7 @@ interface Outcome {
  */
 describe('SIGTERM on the embedded database (PGlite), as npm start runs it', () => {
   test('every request sent before the signal is answered; later ones are answered with Connection: close or refused', async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'hopper-stop-'));
+    const dir = await seededDataDir('hopper-stop-');
     const port = await freePort();
     const key = generateApiKey();
     const hopper = startHopper({ DATA_DIR: dir, PORT: String(port), BOOTSTRAP_ADMIN_KEY: key, RATE_LIMIT: '10000000', LOG_LEVEL: 'warn' });

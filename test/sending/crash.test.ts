@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { openJobQueue } from '../../src/db/job-queue.ts';
 import { bootstrapAdministrator } from '../../src/identity/bootstrap.ts';
+import { seededDataDir } from '../support/pglite-template.ts';
 import { testConfigEnv, usingPostgres } from '../support/test-app.ts';
 import { scheduleNow, seedBulkSend } from './support/bulk-send.ts';
 import { freePort, type HopperProcess, startHopper, stopHopper, untilSentThroughApi } from './support/hopper-process.ts';
@@ -162,7 +163,7 @@ describe('crash safety: a worker killed mid-send', () => {
 
   test('PGlite (ROLE=all): SIGKILL part-way, started again on the same DATA_DIR, it finishes; each contact emailed once, bar the window', async (t) => {
     if (usingPostgres) return t.skip('PGlite only: runs in the suite pass without DATABASE_URL');
-    const dataDir = await mkdtemp(join(tmpdir(), 'hopper-crash-'));
+    const dataDir = await seededDataDir('hopper-crash-');
     const sink = await startSmtpSink();
     const port = await freePort();
     const adminKey = generateApiKey();

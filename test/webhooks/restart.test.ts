@@ -9,6 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { generateApiKey } from '../../src/api-key-format.ts';
 import { freePort, type HopperProcess, startHopper, stopHopper } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
+import { seededDataDir } from '../support/pglite-template.ts';
 import { testConfigEnv, usingPostgres } from '../support/test-app.ts';
 import { type Receiver, startReceiver } from './support/receiver.ts';
 
@@ -52,7 +53,7 @@ describe('webhooks across a worker restart', () => {
 
   before(async () => {
     receiver = await startReceiver();
-    dataDir = await mkdtemp(join(tmpdir(), 'hopper-webhook-restart-'));
+    dataDir = usingPostgres ? await mkdtemp(join(tmpdir(), 'hopper-webhook-restart-')) : await seededDataDir('hopper-webhook-restart-');
     const port = await freePort();
     env = {
       ...testConfigEnv(dataDir, {
