@@ -204,8 +204,9 @@ class TimelineCache {
   async get(ctx: AppContext, kind: PageKind, view: EmailView | DropView, timeZone: string | null) {
     const start = view.row.sending_at;
     if (!start) return null;
-    const end = view.row.sent_at && view.row.sent_at > ctx.clock() ? ctx.clock() : (view.row.sent_at ?? ctx.clock());
-    const spanSeconds = Math.max(HOUR, (Math.max(end.getTime(), ctx.clock().getTime()) - start.getTime()) / 1000);
+    // A finished message's timeline ends when it finished; one still sending, now.
+    const end = view.row.sent_at ?? ctx.clock();
+    const spanSeconds = Math.max(HOUR, (end.getTime() - start.getTime()) / 1000);
     const bucket = spanSeconds <= 48 * HOUR ? HOUR : Math.max(24 * HOUR, Math.ceil(spanSeconds / 60 / (24 * HOUR)) * 24 * HOUR);
     const points = Math.min(60, Math.floor(spanSeconds / bucket) + 1);
     const key = `${JSON.stringify(view.reporting)} ${bucket} ${points} ${timeZone}`;

@@ -1,0 +1,139 @@
+import { sql } from 'kysely';
+import { CountCache } from '../src/db/search.ts';
+import { searchEmails } from '../src/email/templated-emails.ts';
+import { dailyCounters } from '../src/messages/message-tables.ts';
+import { recipientsAfter } from '../src/sending/deliveries.ts';
+import { DELIVERY_STATES } from '../src/sending/delivery-states.ts';
+import { createUser } from '../test/support/factories.ts';
+import { startTestApp, type TestApp } from '../test/support/test-app.ts';
+import { browser, setPassword } from '../test/web/web-client.ts';
+
+/**
+ * The server time of each page for people with a big account: a templated email sent to 100,000
+ * recipients (so 100,000 contacts, one delivery per contact and message; the issue's 10,000
+ * contacts are the lesser case), seeded in SQL: 90 % delivered, 5 % bounced, 3 % sent, 2 %
+ * dropped, with their counters; and 50 smaller emails. Each page is asked `ROUNDS` times in
+ * process (`app.inject`, signed in through the form), its p50 printed beside a floor measured in
+ * the same run: the bare statement that reads the page's rows (the search, the recipients' keyset
+ * page, the dashboard's counters). The target (issue 38): p50 ≤ 50 ms for every page.
+ *
+ *   npm run bench:pages                      PGlite
+ *   DATABASE_URL=postgres://… npm run bench:pages   PostgreSQL (a fresh schema)
+ */
+const RECIPIENTS = 100_000;
+const ROUNDS = Number(process.env.ROUNDS ?? 40);
+const TARGET_MS = 50;
+const PASSWORD = 'bench pages passphrase';
+
+async function seed(t: TestApp, userId: number): Promise<{ emailId: number; middleId: number; lastId: number }> {
+  const db = t.database.db;
+  await sql`
+    INSERT INTO contacts (user_id, first_name, last_name, email, created_at, updated_at)
+    SELECT ${userId}, 'Pat' || n, 'Bench', 'c' || n || '@bench.example', now(), now() FROM generate_series(1, ${RECIPIENTS}) n`.execute(db);
+  const { rows: emails } = await sql<{ id: number }>`
+    INSERT INTO templated_emails (user_id, subject, description, greeting_with_first_name, greeting_without_first_name, body, closing,
+      ps_line, text, status, send_type, sending_at, sent_at, recipients, exclusions, created_at, updated_at)
+    SELECT ${userId}, CASE WHEN n = 0 THEN 'Spring market' ELSE 'Market update ' || n END, '', 'Hi {{first_name}},', 'Hi,',
+      '<p>The market this spring.</p>', 'Best,', '', 'The market this spring.', 'Sent', 'Now',
+      now() - interval '2 days' - n * interval '1 hour', now() - interval '1 day' - n * interval '1 hour', '[]'::jsonb, '[]'::jsonb, now(), now()
+    FROM generate_series(0, 50) n ORDER BY n RETURNING id`.execute(db);
+  const emailId = Number(emails[0]?.id);
+  const { rows: contacts } = await sql<{ min: number }>`SELECT min(id) FROM contacts WHERE user_id = ${userId}`.execute(db);
+  const first = Number(contacts[0]?.min);
+  await sql`
+    INSERT INTO deliveries (user_id, message_kind, message_id, contact_id, address, state, attempts, next_attempt_at, created_at, updated_at, sent_at, delivered_at, outcome)
+    SELECT ${userId}, 'templated_email', ${emailId}, ${first} + n - 1, 'c' || n || '@bench.example', s.state, 1,
+      now(), now(), now(), now() - interval '2 days' + (n % 360) * interval '1 minute',
+      CASE WHEN s.state = 'delivered' THEN now() - interval '2 days' + (n % 360 + 1) * interval '1 minute' END,
+      CASE WHEN s.state = 'bounced' THEN '{"classification":"user_unknown","permanent":true,"code":"5.1.1","description":"550 5.1.1 no such user","source":"dsn","at":"2026-01-01T00:00:00Z"}'::jsonb END
+    FROM generate_series(1, ${RECIPIENTS}) n
+    CROSS JOIN LATERAL (SELECT CASE WHEN n % 100 < 90 THEN 'delivered' WHEN n % 100 < 95 THEN 'bounced'
+      WHEN n % 100 < 98 THEN 'sent' ELSE 'dropped' END AS state) s`.execute(db);
+  await sql`
+    INSERT INTO message_counters (message_kind, message_id, shard, user_id, sent, delivered, bounce, hard_bounce, dropped, reply)
+    SELECT 'templated_email', message_id, (id % 16)::smallint, ${userId}, count(*) FILTER (WHERE state <> 'dropped'),
+      count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE state = 'bounced'), count(*) FILTER (WHERE state = 'bounced'),
+      count(*) FILTER (WHERE state = 'dropped'), 0
+    FROM deliveries WHERE user_id = ${userId} GROUP BY message_id, id % 16`.execute(db);
+  await sql`ANALYZE`.execute(db);
+  const { rows: ids } = await sql<{ middle: number; last: number }>`
+    SELECT (SELECT id FROM deliveries WHERE message_id = ${emailId} ORDER BY id OFFSET ${RECIPIENTS / 2} LIMIT 1) AS middle,
+           (SELECT max(id) - 60 FROM deliveries WHERE message_id = ${emailId}) AS last`.execute(db);
+  return { emailId, middleId: Number(ids[0]?.middle), lastId: Number(ids[0]?.last) };
+}
+
+/** The median of `rounds` timings of `run`, after two to warm up. */
+async function p50(run: () => Promise<unknown>, rounds = ROUNDS): Promise<number> {
+  for (let i = 0; i < 2; i++) await run();
+  const times: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const start = performance.now();
+    await run();
+    times.push(performance.now() - start);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)] ?? Number.NaN;
+}
+
+const t = await startTestApp();
+try {
+  const agent = await createUser(t, 'User');
+  await setPassword(t, agent.id, PASSWORD);
+  const seedStart = performance.now();
+  const { emailId, middleId, lastId } = await seed(t, agent.id);
+  console.log(
+    `seeded ${RECIPIENTS.toLocaleString('en-US')} contacts, an email to ${RECIPIENTS.toLocaleString('en-US')} and 50 more in ${((performance.now() - seedStart) / 1000).toFixed(1)} s (${t.config.databaseUrl ? 'PostgreSQL' : 'PGlite'})`,
+  );
+  const b = browser(t.app);
+  if ((await b.signIn(agent.email, PASSWORD)).status !== 303) throw new Error('sign-in failed');
+  const db = t.database.db;
+  const owner = { id: agent.id };
+  const totals = new CountCache();
+  const since = new Date(Date.now() - 30 * 86_400_000);
+  const page = (path: string) => async () => {
+    const answer = await b.get(path);
+    if (answer.status !== 200) throw new Error(`${path}: ${answer.status}`);
+  };
+  const keyset = (states: readonly string[], afterId: number) => () =>
+    recipientsAfter(db, 'templated_email', emailId, { states: states as never, afterId, limit: 51 });
+  const cases: [string, () => Promise<unknown>, string, () => Promise<unknown>][] = [
+    ['/', page('/'), 'dailyCounters', () => dailyCounters(db, owner.id, since, 'UTC')],
+    ['/emails', page('/emails'), 'searchEmails', () => searchEmails(db, owner.id, { per_page: 15 }, totals)],
+    [
+      '/emails?q=Spring',
+      page('/emails?q=Spring'),
+      'searchEmails subject',
+      () => searchEmails(db, owner.id, { per_page: 15, subject: ['Spring'] }, totals),
+    ],
+    [`/emails/${emailId}`, page(`/emails/${emailId}`), 'recipientsAfter 0', keyset(DELIVERY_STATES, 0)],
+    [
+      `/emails/${emailId}?after=<middle>`,
+      page(`/emails/${emailId}?after=${middleId}`),
+      'recipientsAfter middle',
+      keyset(DELIVERY_STATES, middleId),
+    ],
+    [`/emails/${emailId}?after=<end>`, page(`/emails/${emailId}?after=${lastId}`), 'recipientsAfter end', keyset(DELIVERY_STATES, lastId)],
+    [
+      `/emails/${emailId}?state=bounced&after=<middle>`,
+      page(`/emails/${emailId}?state=bounced&after=${middleId}`),
+      'recipientsAfter bounced',
+      keyset(['bounced'], middleId),
+    ],
+    ['/drops', page('/drops'), '—', async () => {}],
+  ];
+  console.log(`\np50 of ${ROUNDS} requests each, in process (ms); floor: the bare statement of the page's rows, same run`);
+  console.log(`${'page'.padEnd(44)} ${'p50'.padStart(7)} ${'floor'.padStart(7)} ${'×floor'.padStart(7)}  target ≤ ${TARGET_MS} ms`);
+  let failed = 0;
+  for (const [name, run, , floorRun] of cases) {
+    const floor = await p50(floorRun);
+    const took = await p50(run);
+    const ok = took <= TARGET_MS;
+    if (!ok) failed++;
+    console.log(
+      `${name.padEnd(44)} ${took.toFixed(1).padStart(7)} ${floor.toFixed(1).padStart(7)} ${(took / Math.max(floor, 0.01)).toFixed(1).padStart(7)}  ${ok ? 'ok' : 'OVER'}`,
+    );
+  }
+  if (failed > 0) process.exitCode = 1;
+} finally {
+  await t.close();
+}
