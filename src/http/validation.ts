@@ -29,6 +29,21 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   return validate;
 };
 
+const bodyChecks = new WeakMap<object, ValidateFunction>();
+
+/**
+ * A body checked against a route's own body schema outside a route (the web pages' forms build
+ * the API's body and call the same domain function): refused with the API's validation messages.
+ */
+export function checkBody(schema: object, body: unknown): void {
+  let validate = bodyChecks.get(schema);
+  if (!validate) {
+    validate = bodyAjv.compile(schema);
+    bodyChecks.set(schema, validate);
+  }
+  if (!validate(body)) throw toValidationError((validate.errors ?? []) as SchemaError[], 'body');
+}
+
 /**
  * Fastify's response serializers: `JSON.stringify`. Every handler builds its answer in the shape
  * of its response schema (the `toApi…` functions: one place per resource), so the schema's own

@@ -11,6 +11,7 @@ import { HttpError } from '../http/problems.ts';
 import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
+import { composePages } from './pages/compose.ts';
 import { dashboardPage } from './pages/dashboard.ts';
 import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
@@ -134,4 +135,5 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await messageReportPages(web, ctx);
   await replyPages(web, ctx);
   await suppressionPages(web, ctx);
+  await composePages(web, ctx);
 }

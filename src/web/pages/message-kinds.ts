@@ -27,6 +27,8 @@ export interface PageKind<View extends EmailView | DropView = EmailView | DropVi
   find(db: Db, id: number): Promise<View | undefined>;
   /** What a row, or a report, is called. */
   nameOf(view: View): string;
+  /** Whether `/…/new` and `/…/{id}/edit` exist (compose.ts): the lists and reports link to them. */
+  composable: boolean;
   /** The counters a list row shows, with their labels. */
   headline: readonly Counter[];
 }
@@ -42,6 +44,7 @@ export const EMAIL_PAGES: PageKind<EmailView> = {
   search: searchEmails,
   find: findEmail,
   nameOf: (view) => view.row.subject,
+  composable: true,
   headline: ['sent', 'delivered', 'open', 'reply', 'bounce', 'unsubscribe'],
 };
 
@@ -56,6 +59,7 @@ export const DROP_PAGES: PageKind<DropView> = {
   search: searchDrops,
   find: findDrop,
   nameOf: (view) => view.row.name,
+  composable: false,
   headline: ['sent', 'delivered', 'failed', 'dropped'],
 };
 
