@@ -124,9 +124,10 @@ export class SendingEngine {
   }
 
   async handleDue(job: DueJob): Promise<void> {
-    // A paused sender's message stays Scheduled; resuming asks for its due job again (brakes.ts).
+    // A paused sender's message stays Scheduled; resuming asks for its due job again, released
+    // (brakes.ts). Any other due job is weighed: its send_at, in whole seconds, may equal the resume's.
     const due = await loadMessage(this.#db, job.kind, job.id);
-    if (due?.status === 'Scheduled' && (await this.#mustWait(due.user_id, job.released ? 'released' : { sendAt: due.send_at }))) {
+    if (due?.status === 'Scheduled' && (await this.#mustWait(due.user_id, job.released ? 'released' : { sendAt: null }))) {
       this.#deps.log.info({ kind: job.kind, id: job.id, user: due.user_id }, 'message due: held, the sender is paused');
       return;
     }

@@ -133,3 +133,58 @@ describe('complaint brake', () => {
     assertProblem(await s.api.post('/v3/users/999999/sending/resume'), 404);
   });
 });
+
+/**
+ * The hard-bounce brake: 7 hard bounces reported by Postmark on an email to 120 (5.8 %, over the
+ * 5 % limit) hold the same user's next email; resuming sends it.
+ */
+describe('hard-bounce brake', () => {
+  let s: SendingApp;
+  let sender: SendingApp;
+  let userId: number;
+
+  before(async () => {
+    s = await startSendingApp({ POSTMARK_WEBHOOK_USER: 'pm', POSTMARK_WEBHOOK_PASSWORD: 'secret-pw' });
+    const user = await createUser(s.t, 'User');
+    userId = user.id;
+    sender = { ...s, api: asKey(s.t.app, user.key), owner: user.id };
+  });
+  after(() => s.close());
+
+  test('5.8 % hard bounces hold the next email; resuming sends it', { timeout: 120_000 }, async () => {
+    const people = await audience(sender, 120);
+    const first = await createEmail(sender, { subject: 'First listing', recipients: toTag(people), status: 'Scheduled' });
+    await waitForStatus(sender, first.id, ['Sent'], 60_000);
+    const delivered = await deliveriesOf(sender, first.id);
+    for (const [i, d] of delivered.slice(0, 7).entries()) {
+      const reply = await s.t.app.inject({
+        method: 'POST',
+        url: '/v3/callbacks/postmark',
+        headers: { 'content-type': 'application/json', authorization: `Basic ${Buffer.from('pm:secret-pw').toString('base64')}` },
+        payload: JSON.stringify({
+          RecordType: 'Bounce',
+          ID: 1000 + i,
+          Type: 'HardBounce',
+          Email: d.address,
+          BouncedAt: new Date().toISOString(),
+          Description: 'The server was unable to deliver your message',
+          Metadata: { hopper_delivery_id: String(d.id) },
+        }),
+      });
+      assert.equal(reply.statusCode, 200, reply.body);
+    }
+    const next = await createEmail(sender, { subject: 'Second listing', recipients: toTag(people), status: 'Scheduled' });
+    const paused = await waitFor(
+      'the user to be paused',
+      async () => (await s.api.get(`/v3/users/${userId}`)).body.sending_paused ?? false,
+    );
+    assert.equal(paused.reason, 'hard_bounce_rate');
+    assert.equal(paused.hard_bounce_rate, 0.058333, '7 of 120 sent');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.equal((await sender.api.get(`/v3/templated_emails/${next.id}`)).body.status, 'Scheduled');
+    assert.equal(s.sink.messages.filter((m) => m.raw.includes('Second listing')).length, 0);
+    assert.equal((await s.api.post(`/v3/users/${userId}/sending/resume`)).status, 200);
+    const sent = await waitForStatus(sender, next.id, ['Sent'], 60_000);
+    assert.equal(sent.reporting.sent, 113, 'the 7 bounced addresses are retired');
+  });
+});
