@@ -639,3 +639,31 @@ export async function countDeliveriesSentSince(db: Db, since: Date): Promise<{ k
     SELECT message_kind AS kind, count(*) AS n FROM deliveries WHERE sent_at >= ${since} GROUP BY 1`.execute(db);
   return rows.map((row) => ({ ...row, n: Number(row.n) }));
 }
+
+/** One delivery to a contact, for the contact's history. */
+interface ContactDelivery {
+  id: number;
+  message_kind: MessageKind;
+  message_id: number;
+  address: string;
+  state: DeliveryState;
+  outcome: RecordedOutcome | null;
+  last_error: string | null;
+  updated_at: Date;
+}
+
+/**
+ * The newest deliveries to one contact of an owner, newest first: the contact's history. (No
+ * index leads from the contact yet: each read filters the owner's deliveries.)
+ */
+export async function deliveriesToContact(db: Db, userId: number, contactId: number, limit: number): Promise<ContactDelivery[]> {
+  const rows = await db
+    .selectFrom('deliveries')
+    .select(['id', 'message_kind', 'message_id', 'address', 'state', 'outcome', 'last_error', 'updated_at'])
+    .where('user_id', '=', userId)
+    .where('contact_id', '=', contactId)
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
+  return rows as ContactDelivery[];
+}

@@ -12,6 +12,7 @@ import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
 import { composePages } from './pages/compose.ts';
+import { contactPages } from './pages/contacts.ts';
 import { dashboardPage } from './pages/dashboard.ts';
 import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
@@ -134,6 +135,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await messageListPages(web, ctx);
   await messageReportPages(web, ctx);
   await replyPages(web, ctx);
+  await contactPages(web, ctx);
   await suppressionPages(web, ctx);
   await composePages(web, ctx);
 }

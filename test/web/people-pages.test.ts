@@ -133,4 +133,34 @@ describe('the pages of replies, contacts and suppressions', () => {
     assert.equal([...older.html.matchAll(/data-reply="/g)].length, 1, 'keys, not offsets: the older one alone');
     assert.doesNotMatch((await (await signedIn(stranger.email)).get('/replies')).html, /data-reply="/);
   });
+
+  test("/contacts finds a contact as the API's search does; /contacts/{id} shows the email sent, the outcome, the replies and tags; another team's User gets 403", async () => {
+    const [bounced, replier] = sent.to as [Sent['to'][0], Sent['to'][0]];
+    const b = await signedIn(agent.email);
+    const api = (await s.api.get(`/v3/users/${agent.id}/contacts?email=${encodeURIComponent(replier.email)}`)).body;
+    const list = await b.get(`/contacts?q=${encodeURIComponent(replier.email)}`);
+    assert.equal(list.status, 200);
+    assert.deepEqual(
+      [...list.html.matchAll(/data-contact="(\d+)"/g)].map((m) => Number(m[1])),
+      api.data.map((c: { id: number }) => c.id),
+    );
+    assert.equal((await b.get('/contacts?page=0')).status, 400);
+
+    const page = await b.get(`/contacts/${replier.contactId}`);
+    assert.equal(page.status, 200);
+    const contact = (await s.api.get(`/v3/contacts/${replier.contactId}`)).body;
+    assert.match(page.html, new RegExp(`<dd data-status>${contact.status}</dd>`));
+    for (const tag of contact.tags) assert.match(page.html, new RegExp(tag));
+    assert.match(page.html, new RegExp(`<a href="/emails/${sent.emailId}">Email ${sent.emailId}</a>`), 'the email in the history');
+    assert.equal([...page.html.matchAll(/data-reply="/g)].length, 2, 'both replies');
+    assert.match(page.html, /data-held>/);
+    const history = await b.get(`/contacts/${bounced.contactId}`);
+    assert.match(history.html, /Bounced<\/td>\s*<td>User unknown \(permanent\): 5\.1\.1/);
+
+    const outsider = await signedIn(stranger.email);
+    assert.equal((await outsider.get(`/contacts/${replier.contactId}`)).status, 403);
+    assert.equal((await outsider.get('/contacts/99999999')).status, 404);
+    assert.doesNotMatch((await outsider.get('/contacts')).html, new RegExp(`data-contact="${replier.contactId}"`));
+    assert.equal((await (await signedIn(lead.email)).get(`/contacts/${replier.contactId}`)).status, 200);
+  });
 });

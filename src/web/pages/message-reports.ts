@@ -25,7 +25,7 @@ const EXPORT_BATCH = 2_000;
 const HOUR = 3_600;
 
 /** A delivery's state in words. */
-const STATE_WORDS: Record<DeliveryState, string> = {
+export const STATE_WORDS: Record<DeliveryState, string> = {
   queued: 'Queued',
   sending: 'Being handed over',
   deferred: 'Retrying',
@@ -133,7 +133,7 @@ function funnel(kind: PageKind, reporting: Reporting) {
 }
 
 /** An outcome in words: Hopper's class, the server's or provider's code and words, who said it. */
-function outcomeWords(outcome: RecordedOutcome | null, lastError: string | null): string {
+export function outcomeWords(outcome: RecordedOutcome | null, lastError: string | null): string {
   if (!outcome) return lastError ?? '';
   const kind = outcome.classification.replaceAll('_', ' ');
   const head = `${kind[0]?.toUpperCase()}${kind.slice(1)}${outcome.permanent && outcome.classification !== 'delivered' ? ' (permanent)' : ''}`;

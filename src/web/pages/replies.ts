@@ -16,7 +16,7 @@ const HELD_WORDS: Record<string, string> = {
 const ListQuery = Type.Object({ before: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })) });
 
 /** A reply as a page shows it: its words as text (a reply's HTML is never kept, let alone run). */
-function replyView(row: Awaited<ReturnType<typeof repliesBefore>>[number], timeZone: string | null): Record<string, unknown> {
+export function replyView(row: Awaited<ReturnType<typeof repliesBefore>>[number], timeZone: string | null): Record<string, unknown> {
   const auth = row.authentication;
   return {
     id: row.id,
