@@ -39,6 +39,7 @@ import * as emailOptOuts from './migrations/0039-email-opt-outs.ts';
 import * as webhookResendAllowances from './migrations/0040-webhook-resend-allowances.ts';
 import * as sendingPauses from './migrations/0041-sending-pauses.ts';
 import * as webSessionFlash from './migrations/0042-web-session-flash.ts';
+import * as userInvitations from './migrations/0043-user-invitations.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -81,6 +82,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0040-webhook-resend-allowances': webhookResendAllowances,
   '0041-sending-pauses': sendingPauses,
   '0042-web-session-flash': webSessionFlash,
+  '0043-user-invitations': userInvitations,
 };
 
 /**

@@ -75,6 +75,16 @@ export interface WebSessionsTable {
   flash: Buffer | null;
 }
 
+export interface UserInvitationsTable {
+  id: Generated<number>;
+  user_id: number;
+  token_hash: Buffer;
+  created_by: number;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  used_at: NullableTimestamp;
+}
+
 export interface WebSignInFailuresTable {
   id: Generated<number>;
   subject: string;
@@ -363,6 +373,7 @@ export interface Database {
   users: UsersTable;
   api_keys: ApiKeysTable;
   web_sessions: WebSessionsTable;
+  user_invitations: UserInvitationsTable;
   web_sign_in_failures: WebSignInFailuresTable;
   media: MediaTable;
   contacts: ContactsTable;

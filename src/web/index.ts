@@ -14,6 +14,7 @@ import { homePages } from './home.ts';
 import { composePages } from './pages/compose.ts';
 import { contactPages } from './pages/contacts.ts';
 import { dashboardPage } from './pages/dashboard.ts';
+import { invitationPages } from './pages/invitation.ts';
 import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
 import { replyPages } from './pages/replies.ts';
@@ -136,6 +137,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await messageReportPages(web, ctx);
   await replyPages(web, ctx);
   await contactPages(web, ctx);
+  await invitationPages(web, ctx);
   await suppressionPages(web, ctx);
   await composePages(web, ctx);
 }

@@ -22,6 +22,14 @@ function formText(body: unknown, name: string): string {
   return typeof value === 'string' ? value : '';
 }
 
+/** The CSRF token of a form shown without a session (sign-in, invitation): in a cookie and the form's field. */
+export function signInFormToken(request: FastifyRequest, reply: FastifyReply): string {
+  const existing = request.cookies[SIGN_IN_COOKIE];
+  const token = existing && SIGN_IN_TOKEN.test(existing) ? existing : newSignInToken();
+  reply.setCookie(SIGN_IN_COOKIE, token, { ...COOKIE, maxAge: 3600 });
+  return token;
+}
+
 /** The form, with a sign-in CSRF token in a cookie and a hidden field (kept if the browser has one, so two tabs both work). */
 function sendSignInForm(
   request: FastifyRequest,
@@ -29,9 +37,7 @@ function sendSignInForm(
   form: { email?: string; error?: string; next: string },
   status = 200,
 ) {
-  const existing = request.cookies[SIGN_IN_COOKIE];
-  const token = existing && SIGN_IN_TOKEN.test(existing) ? existing : newSignInToken();
-  reply.setCookie(SIGN_IN_COOKIE, token, { ...COOKIE, maxAge: 3600 });
+  const token = signInFormToken(request, reply);
   const data = { title: 'Sign in', email: form.email ?? '', error: form.error, signInToken: token, next: form.next };
   return sendPage(reply, 'sign-in', data, status);
 }

@@ -85,6 +85,8 @@ describe('the document matches the server', () => {
     await call('POST', '/v3/webhooks/1/test');
     // Resuming a user's sending (nothing paused them: it lifts nothing, and answers the user).
     await call('POST', '/v3/users/2/sending/resume');
+    // An invitation link for user 2 (201, or 409 when the example PUT gave them a password).
+    await call('POST', '/v3/users/2/invitation');
 
     // What a newcomer does next: read a contact and send it back as read.
     const contact = await call('POST', `/v3/users/${t.adminId}/contacts`, {

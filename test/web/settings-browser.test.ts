@@ -95,4 +95,58 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     await assertAccessible(withScript);
     assertClean(run);
   });
+
+  test('an invitation: who made the user makes a one-time link, the user sets their first password and signs in with it', {
+    timeout: 120_000,
+  }, async () => {
+    const teamId = await createTeam(run.t);
+    const lead = await createUser(run.t, 'Team Administrator', teamId);
+    const stranger = await createUser(run.t, 'Team Administrator', await createTeam(run.t));
+    const created = await asKey(run.t.app, lead.key).post('/v3/users', {
+      first_name: 'New',
+      last_name: 'Agent',
+      email: `new-${agent.id}@example.com`,
+      roles: ['User'],
+      team_id: teamId,
+    });
+    assert.equal(created.status, 201, created.raw);
+    const id = created.body.id as number;
+    assert.equal((await asKey(run.t.app, stranger.key).post(`/v3/users/${id}/invitation`)).status, 403);
+    assert.equal((await asKey(run.t.app, agent.key).post(`/v3/users/${id}/invitation`)).status, 403);
+    const first = await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`);
+    assert.equal(first.status, 201, first.raw);
+    const invitation = await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`);
+    assert.equal(invitation.status, 201);
+    const path = new URL(invitation.body.url).pathname;
+    assert.match(path, /^\/invitation\/[\w-]{43}$/);
+
+    const page = await run.newPage({ javaScript: false, width: 375 });
+    await page.goto(`${run.base}${new URL(first.body.url).pathname}`);
+    await page.getByText('This invitation cannot be used').waitFor();
+
+    await page.goto(`${run.base}${path}`);
+    await page.getByText(`new-${agent.id}@example.com`).waitFor();
+    await page.getByLabel('New password').fill('too short');
+    await page.getByRole('button', { name: 'Set password' }).click();
+    await page.getByRole('link', { name: 'New password must be 12 to 1024 characters.' }).waitFor();
+    await assertFitsWidth(page);
+    const chosen = 'my own first passphrase';
+    await page.getByLabel('New password').fill(chosen);
+    await page.getByRole('button', { name: 'Set password' }).click();
+    await page.waitForURL(`${run.base}/login`);
+    await signIn(page, run.base, `new-${agent.id}@example.com`, chosen, '/account/settings');
+    await page.getByText('New Agent').first().waitFor();
+
+    // Used once: the link is dead, and a user with a password gets no new one.
+    await page.goto(`${run.base}${path}`);
+    await page.getByText('This invitation cannot be used').waitFor();
+    assert.equal((await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`)).status, 409);
+
+    const withScript = await run.newPage({ width: 1100 });
+    const again = await asKey(run.t.app, run.t.adminKey).post(`/v3/users/${stranger.id}/invitation`);
+    assert.equal(again.status, 201, again.raw);
+    await withScript.goto(`${run.base}${new URL(again.body.url).pathname}`);
+    await assertAccessible(withScript);
+    assertClean(run);
+  });
 });

@@ -1,3 +1,5 @@
+import type { Db } from '../../db/database.ts';
+import { createInvitation, Invitation } from '../../identity/invitations.ts';
 import {
   CreateUserBody,
   cancelUser,
@@ -102,4 +104,28 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
     },
     async (request) => toApiUser(await resumeUserSending({ db, queue }, request.principal, request.owner, clock())),
   );
+
+  invitationRoute(app, { db, publicUrl: config.publicUrl, clock, tags });
 };
+
+/** `POST /v3/users/{id}/invitation`: a one-time link for a user without a password (identity/invitations.ts). */
+function invitationRoute(
+  app: Parameters<RoutePlugin>[0],
+  { db, publicUrl, clock, tags }: { db: Db; publicUrl: string; clock: () => Date; tags: string[] },
+): void {
+  app.post(
+    '/users/:id/invitation',
+    {
+      config: { owner: 'id' },
+      schema: {
+        tags,
+        summary: 'Make a one-time link for a user without a password to set their own (who may manage the user)',
+        description:
+          'The link (`/invitation/{token}`) is shown only in this response; it works once and expires after 7 days. A new invitation replaces the unused ones. 409 when the user already has a password or is not active.',
+        params: IdParams,
+        response: { 201: Invitation, ...problems(...AUTHENTICATED_ERRORS, 409) },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createInvitation(db, request.principal, request.owner, publicUrl, clock())),
+  );
+}
