@@ -145,6 +145,14 @@ describe('the pages of replies, contacts and suppressions', () => {
       api.data.map((c: { id: number }) => c.id),
     );
     assert.equal((await b.get('/contacts?page=0')).status, 400);
+    const caller = await s.api.post(`/v3/users/${agent.id}/contacts`, { first_name: 'Phone Only', phone: '(727) 555-0134' });
+    assert.equal(caller.status, 201, caller.raw);
+    assert.match((await b.get('/contacts?q=(727) 555')).html, new RegExp(`data-contact="${caller.body.id}"`), 'a number by its digits');
+    assert.doesNotMatch(
+      (await b.get('/contacts?q=Zed 7')).html,
+      new RegExp(`data-contact="${caller.body.id}"`),
+      'a word with a digit is no number',
+    );
 
     const page = await b.get(`/contacts/${replier.contactId}`);
     assert.equal(page.status, 200);

@@ -40,7 +40,9 @@ export async function contactPages(web: App, { database: { db } }: AppContext): 
     if (!viewer) return toSignIn(request, reply);
     const { q = '', page = 1 } = request.query;
     const text = q.trim();
-    const filters = text ? { first_name: [text], last_name: [text], email: [text], phone: [text.replace(/\D/g, '') || text] } : {};
+    // A number is looked for among the phones only when the text is one (`(727) 555`), by its digits.
+    const digits = /^[\d\s().+-]+$/.test(text) ? text.replace(/\D/g, '') : '';
+    const filters = text ? { first_name: [text], last_name: [text], email: [text], ...(digits ? { phone: [digits] } : {}) } : {};
     const result = await searchContacts(db, viewer.owner.id, { page, per_page: DEFAULT_PER_PAGE, ...filters });
     const lastPage = Math.max(1, Math.ceil(result.total / result.perPage));
     const link = (n: number) => `/contacts?${new URLSearchParams({ q: text, page: String(n) }).toString()}`;
