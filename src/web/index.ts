@@ -12,6 +12,7 @@ import { accountSettingsRoutes } from './account-settings.ts';
 import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
 import { composePages } from './pages/compose.ts';
+import { dropComposePages } from './pages/compose-drops.ts';
 import { contactPages } from './pages/contacts.ts';
 import { dashboardPage } from './pages/dashboard.ts';
 import { invitationPages } from './pages/invitation.ts';
@@ -29,6 +30,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** A web form posted before there is a session (sign-in): its CSRF token is checked against a cookie. */
     signInForm?: boolean;
+    /**
+     * A multipart form (one with a file, pages/compose-drops.ts): its body is read by its handler,
+     * which checks the CSRF token, the form's first part, before it reads any file.
+     */
+    multipartForm?: boolean;
   }
   interface FastifyRequest {
     /** The signed-in browser session of a web request, or null. */
@@ -90,6 +96,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
     request.webSession = await findSession(database.db, config, request.cookies[SESSION_COOKIE], clock());
     if (request.webSession) request.viewer = await viewerOf(database.db, request.webSession, request.cookies[ACTING_FOR_COOKIE]);
     if (request.method !== 'POST') return;
+    if (request.routeOptions.config.multipartForm && request.isMultipart()) return;
     const submitted = (request.body as Record<string, unknown> | undefined)?.[CSRF_FIELD];
     const expected = request.routeOptions.config.signInForm ? request.cookies[SIGN_IN_COOKIE] : request.webSession?.csrfToken;
     if (tokensMatch(submitted, expected)) return;
@@ -140,4 +147,5 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await invitationPages(web, ctx);
   await suppressionPages(web, ctx);
   await composePages(web, ctx);
+  await dropComposePages(web, ctx);
 }

@@ -59,7 +59,7 @@ export const DROP_PAGES: PageKind<DropView> = {
   search: searchDrops,
   find: findDrop,
   nameOf: (view) => view.row.name,
-  composable: false,
+  composable: true,
   headline: ['sent', 'delivered', 'failed', 'dropped'],
 };
 
