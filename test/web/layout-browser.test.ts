@@ -34,7 +34,7 @@ test('in a real browser: the layout at 375 px, the switcher, and the form kit wi
 
     // The form kit: the summary links to the field, the error stands beside it, the typed value stays.
     await page.getByLabel('Sender email').fill('not an address');
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     const summary = page.getByRole('alert').filter({ hasText: 'There is a problem' });
     await summary.getByRole('link', { name: 'Sender email must be an email address.' }).click();
     assert.equal(await page.evaluate('document.activeElement.id'), 'sender_email', 'the link takes the keyboard to the field');
@@ -53,7 +53,7 @@ test('in a real browser: the layout at 375 px, the switcher, and the form kit wi
     await signIn(checked, base, lead.email, PASSWORD, '/account/settings');
     await assertAccessible(checked, 'the profile at 375 px');
     await checked.getByLabel('Sender email').fill('not an address');
-    await checked.getByRole('button', { name: 'Save' }).click();
+    await checked.getByRole('button', { name: 'Save', exact: true }).click();
     await checked.getByText('There is a problem').waitFor();
     await assertAccessible(checked, 'the refused form');
     await checked.getByLabel('Acting for').selectOption({ index: 1 });
