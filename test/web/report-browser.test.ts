@@ -144,7 +144,7 @@ test('in a real browser: the report of an email with a bounce, two replies and a
       if (path === '/') await screenshot(page, 'dashboard');
     }
     await page.goto(`${base}/drops`);
-    await page.getByRole('link', { name: 'Open house call' }).click();
+    await page.getByRole('link', { name: 'Open house call', exact: true }).click();
     await page.getByRole('heading', { name: 'Open house call' }).waitFor();
 
     // Another team's User is refused the report; the agent's Team Administrator reads it.
