@@ -45,7 +45,7 @@ export const EMAIL_PAGES: PageKind<EmailView> = {
   find: findEmail,
   nameOf: (view) => view.row.subject,
   composable: true,
-  headline: ['sent', 'delivered', 'open', 'reply', 'bounce', 'unsubscribe'],
+  headline: ['sent', 'delivered', 'open', 'reply', 'bounce', 'unsubscribe'] satisfies Counter[],
 };
 
 export const DROP_PAGES: PageKind<DropView> = {
@@ -60,7 +60,7 @@ export const DROP_PAGES: PageKind<DropView> = {
   find: findDrop,
   nameOf: (view) => view.row.name,
   composable: true,
-  headline: ['sent', 'delivered', 'failed', 'dropped'],
+  headline: ['sent', 'delivered', 'failed', 'dropped'] satisfies Counter[],
 };
 
 /** The words of the fourteen counters of `reporting`, in the API's order (the issue's labels). */

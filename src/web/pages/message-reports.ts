@@ -11,7 +11,7 @@ import { replyTimeline } from '../../inbound/replies.ts';
 import { Id, StringEnum } from '../../json-schema.ts';
 import { publicFileUrl } from '../../media/media.ts';
 import type { DropView, EmailView } from '../../messages/message-tables.ts';
-import { COUNTERS, type Reporting } from '../../messages/reporting.ts';
+import { COUNTERS, type Counter, type Reporting } from '../../messages/reporting.ts';
 import { deliveryTimeline, type RecipientRow, recipientsAfter } from '../../sending/deliveries.ts';
 import { DELIVERY_STATES } from '../../sending/delivery-states.ts';
 import { funnelChart, lineChart } from '../charts.ts';
@@ -123,7 +123,9 @@ function facts({ row }: EmailView | DropView, timeZone: string | null) {
 
 function funnel(kind: PageKind, reporting: Reporting) {
   const steps = (
-    kind.kind === 'templated_email' ? (['sent', 'delivered', 'open', 'click', 'reply'] as const) : (['sent', 'delivered'] as const)
+    kind.kind === 'templated_email'
+      ? (['sent', 'delivered', 'open', 'click', 'reply'] as const)
+      : (['sent', 'delivered'] as const satisfies readonly Counter[])
   ).map((name) => ({ label: COUNTER_LABELS[name], value: reporting[name] }));
   return funnelChart({
     label: `Funnel: ${steps.map((s) => `${s.label} ${s.value.toLocaleString('en-US')}`).join(', ')}`,
