@@ -494,6 +494,10 @@ export interface RepliesTable {
   authentication: ColumnType<ReplyAuthentication | null, string | null | undefined, never>;
   /** Why it is not forwarded to the sender (a DMARC failure, the forwards limit); null: forwarded or to be. */
   held_reason: ColumnType<ReplyHeldReason | null, ReplyHeldReason | null | undefined, never>;
+  /** When the agent released it from hold, to be forwarded once (migration 0044); null otherwise. */
+  released_at: NullableTimestamp;
+  /** When the agent discarded it, held: never to be forwarded (migration 0044); null otherwise. */
+  discarded_at: NullableTimestamp;
 }
 
 /** One mechanism's verdict as mailauth gives it (pass, fail, softfail, neutral, none, temperror, permerror, policy). */

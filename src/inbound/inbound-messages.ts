@@ -2,15 +2,14 @@ import type { ParsedMail } from 'mailparser';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { DeliveryFacts, ReplyAuthentication } from '../db/schema.ts';
-import { escapeHtml, subjectFor } from '../email/render.ts';
-import { mailFromAddress, type SenderIdentity, senderIdentity } from '../email/sender-identity.ts';
+import type { SenderIdentity } from '../email/sender-identity.ts';
 import { TRACKING_SOURCE } from '../email/tracking.ts';
 import type { MailTransport } from '../email/transport.ts';
-import { findSenderFields } from '../identity/users.ts';
-import { findDeliveredEmail, findDeliveryFacts } from '../sending/deliveries.ts';
+import { findDeliveryFacts } from '../sending/deliveries.ts';
 import { type DeliveryEvent, recordDeliveryEvents } from '../sending/delivery-events.ts';
 import type { Clock } from '../time.ts';
 import type { BounceReport } from './classify.ts';
+import { type ForwardSource, forwardToAgent } from './forwards.ts';
 import { type InboundMessage, markRepliesForwarded, storeInboundMessages } from './replies.ts';
 
 /**
@@ -89,7 +88,7 @@ export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedM
   const senders = new Map<number, Promise<SenderIdentity>>();
   const forwards = [...toForward].map(([message, replyId]) => {
     const m = stored.get(message) as ReceivedMessage;
-    return { m, replyId, sent: forward(deps, replyId, deliveries.get(m.deliveryId) as DeliveryFacts, m, senders) };
+    return { m, replyId, sent: forwardToAgent(deps, replyId, deliveries.get(m.deliveryId) as DeliveryFacts, forwardSourceOf(m), senders) };
   });
   const results = await Promise.allSettled(forwards.map((f) => f.sent));
   await markRepliesForwarded(
@@ -103,6 +102,29 @@ export async function recordReceived(deps: RecordDeps, batch: readonly ReceivedM
     if (result?.status === 'rejected') failures.set(f.m, result.reason);
   });
   return failures;
+}
+
+/** What a forward of a reply just received carries: the whole message (within INBOUND_MAX_BYTES), as it came. */
+function forwardSourceOf(m: ReceivedMessage): ForwardSource {
+  const mail = m.mail;
+  const contact = mail.from?.value?.[0];
+  return {
+    fromAddress: contact?.address || undefined,
+    fromName: contact?.name ?? '',
+    subject: mail.subject,
+    text: mail.text ?? '',
+    html: typeof mail.html === 'string' ? mail.html : undefined,
+    attachments: (mail.attachments ?? []).map((a) => ({
+      content: a.content,
+      contentType: a.contentType,
+      ...(a.filename ? { filename: a.filename } : {}),
+      ...(a.cid ? { cid: a.cid } : {}),
+      contentDisposition: a.contentDisposition === 'inline' ? 'inline' : 'attachment',
+    })),
+    thread: [mail.references ?? [], mail.inReplyTo ?? []].flat().join(' '),
+    authentication: m.authentication,
+    note: undefined,
+  };
 }
 
 /** A message as stored, with the reply kept for the agent when it is one. */
@@ -176,113 +198,4 @@ function eventsOf(m: ReceivedMessage, now: Date): DeliveryEvent[] {
       ];
     }
   }
-}
-
-/**
- * The contact's answer to the agent's own mailbox, through the relay, with the contact as
- * Reply-To: its attachments (the whole message was within INBOUND_MAX_BYTES), threaded to the
- * email it answers (In-Reply-To and References name that email's Message-ID), a first line naming
- * that email by its subject, and the receiver's SPF/DKIM/DMARC verdict in Authentication-Results
- * (a sender DMARC could not confirm is said so in that first line too).
- */
-async function forward(
-  deps: RecordDeps,
-  replyId: number,
-  delivery: DeliveryFacts,
-  m: ReceivedMessage,
-  senders: Map<number, Promise<SenderIdentity>>,
-): Promise<void> {
-  const { db, config, transport } = deps;
-  const mail = m.mail;
-  let identity = senders.get(delivery.user_id);
-  if (!identity) {
-    identity = findSenderFields(db, delivery.user_id).then((owner) => {
-      if (!owner) throw new Error(`the owner of delivery ${delivery.id} is gone`);
-      return senderIdentity(owner, config);
-    });
-    senders.set(delivery.user_id, identity);
-  }
-  const sender = await identity;
-  const contact = mail.from?.value?.[0];
-  const contactAddress = contact?.address || delivery.address;
-  const name = displayName(contact?.name ?? '');
-  const contactName = name || contactAddress;
-  const host = new URL(config.publicUrl).hostname;
-  const original = `<${delivery.message_kind}-${delivery.message_id}.${delivery.id}@${host}>`;
-  const email = delivery.message_kind === 'templated_email' ? await findDeliveredEmail(db, delivery.id) : undefined;
-  const answered = email ? subjectFor(email, email) : undefined;
-  const who = name ? `${name} <${contactAddress}>` : contactAddress;
-  const auth = m.authentication;
-  const notes = [
-    answered === undefined ? `${who} replied to your email.` : `${who} replied to your email “${answered}”.`,
-    ...(auth && auth.dmarc !== 'pass'
-      ? [
-          `Hopper could not confirm that this message comes from ${contactAddress} (SPF ${auth.spf}, DKIM ${auth.dkim}, DMARC ${auth.dmarc}).`,
-        ]
-      : []),
-  ];
-  const text = mail.text ?? '';
-  const html = typeof mail.html === 'string' ? mail.html : `<pre>${escapeHtml(text)}</pre>`;
-  await transport.forward(
-    {
-      messageId: `<reply-${replyId}@${host}>`,
-      from: { name: `${contactName} via Hopper`, address: sender.from.address },
-      replyTo: { name, address: contactAddress },
-      envelope: { from: mailFromAddress(config.mailFrom) },
-      to: sender.own.address,
-      subject: mail.subject?.trim() ? mail.subject : answered ? `Re: ${answered}` : '(no subject)',
-      inReplyTo: original,
-      references: references(original, mail),
-      text: `${notes.join('\n')}\n\n${text}`,
-      html: `${notes.map((n) => `<p style="color:#555">${escapeHtml(n)}</p>`).join('')}\n${html}`,
-      attachments: (mail.attachments ?? []).map((a) => ({
-        content: a.content,
-        contentType: a.contentType,
-        ...(a.filename ? { filename: a.filename } : {}),
-        ...(a.cid ? { cid: a.cid } : {}),
-        contentDisposition: a.contentDisposition === 'inline' ? 'inline' : 'attachment',
-      })),
-      ...(auth?.results
-        ? { headers: { 'Authentication-Results': { prepared: true, foldLines: true, value: auth.results } as never } }
-        : {}),
-    },
-    `reply-${replyId}`,
-  );
-}
-
-/** Longest display name a forward shows: enough for any person's name, not for a paragraph. */
-const MAX_DISPLAY_NAME = 64;
-
-/**
- * A sender's display name as the forward shows it, in its From (`<name> via Hopper`), Reply-To
- * and first line: the name the sender chose is theirs to choose, so nothing in it may pass for an
- * address or change how the line reads — a name `"CEO <ceo@bank.example>"` would put the bank's
- * address in front of the agent. Angle-bracketed parts and words with an `@` are dropped, quotes
- * and brackets removed, control and invisible formatting characters (bidirectional overrides,
- * zero-width spaces) taken out, spaces collapsed, the length bounded. Empty when nothing is left:
- * the sender's real address is shown instead.
- */
-function displayName(raw: string): string {
-  const cleaned = raw
-    .normalize('NFKC')
-    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
-    .replace(/<[^>]*>?/g, ' ')
-    .split(/\s+/)
-    // NFKC has made the full-width and small commercial ats plain ones.
-    .filter((word) => !word.includes('@'))
-    .join(' ')
-    .replace(/["<>\\]/g, '')
-    .replace(/\s+/g, ' ')
-    .trim();
-  return [...cleaned].slice(0, MAX_DISPLAY_NAME).join('').trim();
-}
-
-/** The email answered, then the thread the contact's message names (its References and In-Reply-To), at most 20 ids. */
-function references(original: string, mail: ParsedMail): string[] {
-  const named =
-    [mail.references ?? [], mail.inReplyTo ?? []]
-      .flat()
-      .join(' ')
-      .match(/<[^<>\s]{1,250}>/g) ?? [];
-  return [...new Set([original, ...named])].slice(0, 20);
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import { findOwnedRow } from '../db/owned-rows.ts';
 import type { InboundMessageKind, NewReply, ReplyAuthentication, ReplyRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { Id, Nullable, Timestamp } from '../json-schema.ts';
@@ -107,7 +108,7 @@ export async function replyTimeline(db: Db, kind: string, messageId: number, buc
   return rows.map((row) => ({ at: new Date(row.at), n: Number(row.n) }));
 }
 
-/** A user's newest replies (automatic ones left out), with how many of all their replies are held, for the dashboard. */
+/** A user's newest replies (automatic ones left out), with how many of their replies are held and still undecided, for the dashboard. */
 export async function latestReplies(db: Db, userId: number, limit: number) {
   const [rows, held] = await Promise.all([
     db
@@ -124,6 +125,8 @@ export async function latestReplies(db: Db, userId: number, limit: number) {
       .select((eb) => eb.fn.countAll<string>().as('n'))
       .where('user_id', '=', userId)
       .where('held_reason', 'is not', null)
+      .where('released_at', 'is', null)
+      .where('discarded_at', 'is', null)
       .executeTakeFirstOrThrow(),
   ]);
   return { rows, held: Number(held.n) };
@@ -238,11 +241,67 @@ export async function markRepliesForwarded(db: Db, replyIds: readonly number[], 
 export async function repliesBefore(db: Db, userId: number, o: { beforeId?: number; limit: number; contactId?: number }) {
   let query = db
     .selectFrom('replies')
-    .select([...LISTED, 'message_kind', 'message_id', 'forwarded_at'])
+    .select([...LISTED, 'message_kind', 'message_id', 'forwarded_at', 'released_at', 'discarded_at'])
     .where('user_id', '=', userId)
     .orderBy('id', 'desc')
     .limit(o.limit);
   if (o.beforeId) query = query.where('id', '<', o.beforeId);
   if (o.contactId) query = query.where('contact_id', '=', o.contactId);
   return query.execute();
+}
+
+/** One reply with its owner (for the access rule): the page of a held reply's Release or Discard. */
+export function findReply(db: Db, id: number) {
+  return findOwnedRow(
+    db,
+    db
+      .selectFrom('replies')
+      .select([...LISTED, 'user_id', 'message_kind', 'message_id', 'forwarded_at', 'released_at', 'discarded_at'])
+      .where('id', '=', id),
+  );
+}
+
+/**
+ * Claims a held reply for its release, once: only a held one, neither discarded nor forwarded, and
+ * not claimed already — but for a claim older than `staleBefore`, whose forward never finished
+ * (the process died on the way). Two Releases at once: one claims it, the other finds nothing.
+ */
+export async function claimHeldReply(db: Db, userId: number, id: number, now: Date, staleBefore: Date) {
+  return db
+    .updateTable('replies')
+    .set({ released_at: now })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .where('held_reason', 'is not', null)
+    .where('discarded_at', 'is', null)
+    .where('forwarded_at', 'is', null)
+    .where((eb) => eb.or([eb('released_at', 'is', null), eb('released_at', '<', staleBefore)]))
+    .returning(['id', 'delivery_id', 'from_address', 'from_name', 'subject', 'text', 'authentication', 'held_reason'])
+    .executeTakeFirst();
+}
+
+/** Gives a claimed release back when its forward failed, so that Release can be tried again. */
+export async function unclaimHeldReply(db: Db, id: number, claimedAt: Date): Promise<void> {
+  await db
+    .updateTable('replies')
+    .set({ released_at: null })
+    .where('id', '=', id)
+    .where('released_at', '=', claimedAt)
+    .where('forwarded_at', 'is', null)
+    .execute();
+}
+
+/** Discards a held reply that is neither released nor forwarded: kept, never to be forwarded. True when it was discarded now. */
+export async function discardHeldReply(db: Db, userId: number, id: number, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('replies')
+    .set({ discarded_at: now })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .where('held_reason', 'is not', null)
+    .where('discarded_at', 'is', null)
+    .where('released_at', 'is', null)
+    .where('forwarded_at', 'is', null)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

@@ -6,7 +6,7 @@ import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, createTeam, createUser } from '../support/factories.ts';
 import { HOSTILE } from './support/browser.ts';
-import { browser, setPassword } from './web-client.ts';
+import { browser, csrfToken, setPassword } from './web-client.ts';
 
 const PASSWORD = 'people pages passphrase';
 
@@ -170,5 +170,92 @@ describe('the pages of replies, contacts and suppressions', () => {
     assert.equal((await outsider.get('/contacts/99999999')).status, 404);
     assert.doesNotMatch((await outsider.get('/contacts')).html, new RegExp(`data-contact="${replier.contactId}"`));
     assert.equal((await (await signedIn(lead.email)).get(`/contacts/${replier.contactId}`)).status, 200);
+  });
+
+  test('a held reply: Release forwards it to the agent exactly once, through the relay; Discard never forwards it', async () => {
+    const [, replier, , writer] = sent.to as [Sent['to'][0], Sent['to'][0], Sent['to'][0], Sent['to'][0]];
+    const mta = client(s.port);
+    // INBOUND_FORWARDS_PER_DAY=1: the first goes to the agent, the two after it are held.
+    for (const i of [0, 1, 2]) {
+      await mta.sendMail({
+        from: writer.email,
+        to: writer.replyTo,
+        subject: `Re: held ${i}`,
+        text: `Held words ${i}`,
+        messageId: `<h-${i}@client.example>`,
+      });
+    }
+    const mine = await waitFor('the three replies stored', async () => {
+      const data = (await s.api.get(`/v3/templated_emails/${sent.emailId}/replies?contact_id=${writer.contactId}`)).body.data as any[];
+      return data.length === 3 ? data : undefined;
+    });
+    const [toRelease, toDiscard] = mine.filter((r) => r.held_reason === 'forward_limit').map((r) => r.id as number) as [number, number];
+    assert.ok(toRelease && toDiscard, 'two held');
+    const forwardsOf = (id: number) => s.sink.messages.filter((m) => m.messageId.startsWith(`<reply-${id}@`));
+    assert.equal(forwardsOf(toRelease).length, 0, 'held: not forwarded');
+
+    const b = await signedIn(agent.email);
+    const list = await b.get('/replies');
+    const token = csrfToken(list.html) ?? '';
+    const card = (html: string, id: number) => new RegExp(`data-reply="${id}"[\\s\\S]*?</article>`).exec(html)?.[0] ?? '';
+    assert.match(card(list.html, toRelease), new RegExp(`href="/replies/${toRelease}/release">Release<`));
+    assert.match(card(list.html, toRelease), new RegExp(`href="/replies/${toRelease}/discard">Discard<`));
+    assert.doesNotMatch(card(list.html, mine.find((r) => !r.held_reason).id), /\/release"/, 'a forwarded reply has no Release');
+
+    // The confirmation changes nothing; the relay refusing gives the claim back.
+    const confirm = await b.get(`/replies/${toRelease}/release`);
+    assert.equal(confirm.status, 200);
+    assert.match(confirm.html, /Release and forward it to me/);
+    assert.equal(forwardsOf(toRelease).length, 0);
+    s.sink.behave({ mailFrom: () => ({ code: 554, message: '5.7.1 Not now' }) });
+    const refused = await b.post(`/replies/${toRelease}/release`, { _csrf: token });
+    assert.equal(refused.status, 503);
+    s.sink.behave({});
+    await b.get(`/replies/${toRelease}/release`);
+    const released = await b.post(`/replies/${toRelease}/release`, { _csrf: token });
+    assert.equal(released.status, 303);
+    assert.equal(released.location, `/replies?done=released#reply-${toRelease}`);
+    const [forward] = forwardsOf(toRelease);
+    assert.ok(forward, 'forwarded through the relay');
+    assert.match(forward.raw, /Held words 1/);
+    assert.match(forward.raw, /you released it/);
+    // Again, and Discard after it: nothing more.
+    await b.get(`/replies/${toRelease}/release`);
+    assert.equal((await b.post(`/replies/${toRelease}/release`, { _csrf: token })).location, `/replies?done=unchanged#reply-${toRelease}`);
+    assert.equal((await b.post(`/replies/${toRelease}/discard`, { _csrf: token })).location, `/replies?done=unchanged#reply-${toRelease}`);
+
+    await b.get(`/replies/${toDiscard}/discard`);
+    assert.equal((await b.post(`/replies/${toDiscard}/discard`, { _csrf: token })).location, `/replies?done=discarded#reply-${toDiscard}`);
+    assert.equal((await b.post(`/replies/${toDiscard}/release`, { _csrf: token })).location, `/replies?done=unchanged#reply-${toDiscard}`);
+
+    // Two Releases at once of the replier's held reply: one forward.
+    const repliersHeld = (
+      (await s.api.get(`/v3/templated_emails/${sent.emailId}/replies?contact_id=${replier.contactId}`)).body.data as any[]
+    ).find((r) => r.held_reason);
+    const heldOther = repliersHeld.id as number;
+    await b.get('/replies');
+    const both = await Promise.all([
+      b.post(`/replies/${heldOther}/release`, { _csrf: token }),
+      b.post(`/replies/${heldOther}/release`, { _csrf: token }),
+    ]);
+    assert.deepEqual(both.map((p) => p.location?.split('#')[0]).sort(), ['/replies?done=released', '/replies?done=unchanged']);
+
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(forwardsOf(toRelease).length, 1, 'released: forwarded exactly once');
+    assert.equal(forwardsOf(heldOther).length, 1, 'released twice at once: forwarded once');
+    assert.equal(forwardsOf(toDiscard).length, 0, 'discarded: never forwarded');
+    const after = await b.get('/replies?done=released');
+    assert.match(after.html, /The reply was forwarded to you/);
+    assert.match(card(after.html, toRelease), /data-decided>Released .* and forwarded to you/);
+    assert.match(card(after.html, toDiscard), /data-decided>Discarded .*: it will never be forwarded/);
+    assert.doesNotMatch(card(after.html, toDiscard), /\/release"/);
+
+    // Another team's User: 403 on the page and the form; an unknown id 404; no token 403.
+    const outsider = await signedIn(stranger.email);
+    assert.equal((await outsider.get(`/replies/${toDiscard}/release`)).status, 403);
+    await outsider.get('/replies');
+    assert.equal((await outsider.post(`/replies/${toDiscard}/discard`)).status, 403);
+    assert.equal((await b.get('/replies/99999999/release')).status, 404);
+    assert.equal((await b.post(`/replies/${toDiscard}/discard`, { _csrf: '' })).status, 403);
   });
 });
