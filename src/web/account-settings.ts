@@ -43,7 +43,7 @@ export async function accountSettingsRoutes(web: App, ctx: AppContext): Promise<
 }
 
 /** What every tab of the settings shows: the session, the tab, and the end of a cancelled account's grace period. */
-function tabData(session: WebSession, tab: 'profile' | 'integrations', config: AppContext['config']) {
+export function tabData(session: WebSession, tab: 'profile' | 'integrations' | 'webhooks', config: AppContext['config']) {
   const graceEnd = graceEndsAt(session.user, config);
   return { session, section: 'settings' as const, tab, graceEnd: graceEnd && formatForUser(graceEnd, session.user.time_zone) };
 }

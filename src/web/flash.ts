@@ -13,6 +13,12 @@ const FLASH_LIFETIME_MS = 5 * 60_000;
 
 interface Flash {
   newKey?: { name: string; key: string };
+  /** A new webhook endpoint's signing secret, for the endpoint's page (pages/webhooks.ts). */
+  newSecret?: { endpointId: number; secret: string };
+  /** What a form did, said once on the page its redirect leads to. */
+  notice?: string;
+  /** A resend that queued one page of events: where the next page starts (the API's `next_since`, `next_after_event_id`). */
+  resendNext?: { endpointId: number; since: string; afterEventId: number; until: string };
 }
 
 /** The sealing key of a session, from its cookie token (as the CSRF token is). */

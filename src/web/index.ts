@@ -20,6 +20,7 @@ import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
 import { replyPages } from './pages/replies.ts';
 import { suppressionPages } from './pages/suppressions.ts';
+import { webhookPages } from './pages/webhooks.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
 import { signInRoutes } from './sign-in.ts';
@@ -148,4 +149,5 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await suppressionPages(web, ctx);
   await composePages(web, ctx);
   await dropComposePages(web, ctx);
+  await webhookPages(web, ctx);
 }

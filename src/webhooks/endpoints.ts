@@ -5,7 +5,7 @@ import { findOwnedRow, type UserRef } from '../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
-import type { Principal } from '../identity/access.ts';
+import { type Principal, requireReachable } from '../identity/access.ts';
 import { RANK, rankOf } from '../identity/roles.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { type UrlRules, urlProblem } from '../net/address-guard.ts';
@@ -178,8 +178,16 @@ export async function createWebhookEndpoint(db: Db, owner: UserRef, creator: Cre
     .executeTakeFirstOrThrow();
 }
 
-export function findWebhookEndpoint(db: Db, id: number) {
+function findWebhookEndpoint(db: Db, id: number) {
   return findOwnedRow(db, db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id));
+}
+
+/**
+ * The endpoint `id` with its owner, as `principal` may reach it (the access rule of every
+ * `/v3/webhooks/{id}…` route and of the endpoint's pages): otherwise a 404, or a 403 for another's.
+ */
+export async function reachableWebhookEndpoint(db: Db, principal: Principal, id: number) {
+  return requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id);
 }
 
 export async function searchWebhookEndpoints(db: Db, userId: number, params: SearchParams) {

@@ -10,6 +10,9 @@ export interface Page {
   location: string | undefined;
 }
 
+/** A form's fields; a list is sent once per value (a group of checkboxes). */
+type Form = Record<string, string | string[]>;
+
 /**
  * A browser stand-in over `app.inject`: keeps cookies between requests, posts forms as
  * application/x-www-form-urlencoded, and reads the hidden CSRF field of the last page.
@@ -18,7 +21,7 @@ export function browser(app: App, remoteAddress = '127.0.0.1') {
   const jar = new Map<string, string>();
   let lastHtml = '';
 
-  async function request(method: 'GET' | 'POST', url: string, form?: Record<string, string>): Promise<Page> {
+  async function request(method: 'GET' | 'POST', url: string, form?: Form): Promise<Page> {
     const cookie = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
     const response = await app.inject({
       method,
@@ -28,7 +31,10 @@ export function browser(app: App, remoteAddress = '127.0.0.1') {
         ...(cookie ? { cookie } : {}),
         ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
       },
-      payload: form ? new URLSearchParams(form).toString() : undefined,
+      // A list is a field sent once per value, as a browser sends a group of checkboxes.
+      payload: form
+        ? new URLSearchParams(Object.entries(form).flatMap(([k, v]) => [v].flat().map((one): [string, string] => [k, one]))).toString()
+        : undefined,
     });
     for (const set of response.cookies as { name: string; value: string; expires?: Date; maxAge?: number }[]) {
       const expired = set.value === '' || set.maxAge === 0 || (set.expires !== undefined && set.expires.getTime() <= Date.now());
@@ -44,10 +50,10 @@ export function browser(app: App, remoteAddress = '127.0.0.1') {
     jar,
     get: (url: string) => request('GET', url),
     /** Posts a form; `_csrf` is taken from the last page unless the form sets it (or sets it to '' to leave it out). */
-    post(url: string, form: Record<string, string> = {}) {
+    post(url: string, form: Form = {}) {
       const token = csrfToken(lastHtml);
       const fields = { ...(token ? { _csrf: token } : {}), ...form };
-      if (fields._csrf === '') delete (fields as Record<string, string>)._csrf;
+      if (fields._csrf === '') delete (fields as Form)._csrf;
       return request('POST', url, fields);
     },
     async signIn(email: string, password: string): Promise<Page> {

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../../app-context.ts';
-import { type Principal, requireReachable } from '../../identity/access.ts';
+import type { Principal } from '../../identity/access.ts';
 import { Id, Success } from '../../json-schema.ts';
 import {
   searchWebhookDeliveries,
@@ -14,8 +14,8 @@ import {
   CreateWebhookBody,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
-  findWebhookEndpoint,
   queueTestEvent,
+  reachableWebhookEndpoint,
   resendToEndpoint,
   rotateWebhookSecret,
   searchWebhookEndpoints,
@@ -38,14 +38,14 @@ const errors = problems(...AUTHENTICATED_ERRORS);
 /** Outbound webhook endpoints (docs/webhooks.md): owned like contacts; the secret is shown once. */
 export const webhookRoutes: RoutePlugin = async (app, ctx) => {
   const { db } = ctx.database;
-  const found = async (principal: Principal, id: number) => requireReachable(principal, await findWebhookEndpoint(db, id), 'Webhook', id);
+  const found = (principal: Principal, id: number) => reachableWebhookEndpoint(db, principal, id);
   endpointRoutes(app, ctx, found);
   secretAndTestRoutes(app, ctx, found);
   historyRoutes(app, ctx, found);
 };
 
 /** Finds the endpoint a route names, with its owner: reachable by the caller, or a 403/404. */
-type FindEndpoint = (principal: Principal, id: number) => Promise<NonNullable<Awaited<ReturnType<typeof findWebhookEndpoint>>>>;
+type FindEndpoint = (principal: Principal, id: number) => ReturnType<typeof reachableWebhookEndpoint>;
 
 /** The endpoints themselves: list, register, read, change, delete. */
 function endpointRoutes(app: App, { database: { db }, config, clock }: AppContext, found: FindEndpoint): void {

@@ -64,14 +64,17 @@ export function localInput(date: Date, timeZone: string | null): string {
   return `${parts.year}-${parts.month}-${parts.day}T${parts.hour}:${parts.minute}`;
 }
 
-/** `2026-07-12T16:56` typed in the user's zone, as the API's `send_at` (ISO 8601, UTC). */
-function sendAtOf(local: string, timeZone: string | null): string | null {
+/**
+ * `2026-07-12T16:56` typed in the user's zone (an `<input type="datetime-local">`) as an ISO 8601
+ * instant in UTC, as the API takes times; null when empty. Anything else is refused under `field`.
+ */
+export function instantOfLocal(local: string, timeZone: string | null, field: string): string | null {
   if (local === '') return null;
+  const refused = () => validationError({ [field]: ['must be a date and a time, such as 2026-07-12T16:56'] });
   const m = LOCAL.exec(local);
-  if (!m) throw validationError({ send_at: ['must be a date and a time, such as 2026-07-12T16:56'] });
+  if (!m) throw refused();
   const [year, month, day, hour, minute] = m.slice(1).map(Number) as [number, number, number, number, number];
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59)
-    throw validationError({ send_at: ['must be a date and a time, such as 2026-07-12T16:56'] });
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59) throw refused();
   return zonedInstant(timeZone ?? 'UTC', year, month, day, hour, minute).toISOString();
 }
 
@@ -83,7 +86,7 @@ function sendAtOf(local: string, timeZone: string | null): string | null {
 export function scheduleOf(action: Action, local: string, timeZone: string | null, current: string | undefined) {
   switch (action) {
     case 'schedule':
-      return { status: 'Scheduled', send_type: 'Future' as const, send_at: sendAtOf(local, timeZone) };
+      return { status: 'Scheduled', send_type: 'Future' as const, send_at: instantOfLocal(local, timeZone, 'send_at') };
     case 'send':
       return { status: 'Scheduled', send_type: 'Now' as const };
     case 'cancel':
