@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -177,4 +178,19 @@ export async function assertInert(page: Page): Promise<void> {
     { scripts: 0, handlers: 0, javascriptLinks: 0, styles: 0, hidden: false },
     `${page.url()} keeps hostile text inert`,
   );
+}
+
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+/**
+ * Saves the page as `artifacts/<name>.png`, and as docs/<name>.png when that is missing or
+ * `UPDATE_DOCS_SCREENSHOT=1` asks for it: the committed copy is refreshed only on request, so a
+ * test run leaves the tree clean.
+ */
+export async function saveScreenshot(page: Page, name: string): Promise<void> {
+  await mkdir(join(ROOT, 'artifacts'), { recursive: true });
+  const path = join(ROOT, 'artifacts', `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  const docsCopy = join(ROOT, 'docs', `${name}.png`);
+  if (process.env.UPDATE_DOCS_SCREENSHOT === '1' || !existsSync(docsCopy)) await copyFile(path, docsCopy);
 }
