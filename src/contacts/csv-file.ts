@@ -12,8 +12,8 @@ import { DomainError } from '../errors.ts';
  * ignored, or by an explicit mapping.
  */
 
-const CONTACT_COLUMNS = ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'status', 'tags'] as const;
-type ContactColumn = (typeof CONTACT_COLUMNS)[number];
+export const CONTACT_COLUMNS = ['first_name', 'last_name', 'email', 'phone', 'time_zone', 'status', 'tags'] as const;
+export type ContactColumn = (typeof CONTACT_COLUMNS)[number];
 
 /** Bytes Windows-1252 leaves undefined: a file holding them is in some other encoding. */
 const UNDEFINED_IN_1252 = new Set([0x81, 0x8d, 0x8f, 0x90, 0x9d]);
@@ -141,7 +141,7 @@ function lineAt(bytes: Uint8Array, offset: number): number {
   return line;
 }
 
-type Separator = ',' | ';' | '\t';
+export type Separator = ',' | ';' | '\t';
 
 /**
  * The separator and the line the header is on: Excel's `sep=;` first line says it; otherwise the
@@ -254,10 +254,7 @@ interface ColumnMap {
  */
 export function mapColumns(header: string[], explicit: Mapping): ColumnMap {
   const keys = header.map(columnKey);
-  const fieldOf = (key: string) => {
-    const chosen = explicit.get(key)?.field;
-    return chosen === 'ignore' ? undefined : (chosen ?? FIELD_BY_KEY.get(key));
-  };
+  const fieldOf = (key: string) => fieldOfKey(key, explicit);
   const errors: string[] = [];
   for (const [key, { name }] of explicit) {
     if (!keys.includes(key)) errors.push(`the mapping names the column "${name}", which the header does not have`);
@@ -300,6 +297,32 @@ export function mapColumns(header: string[], explicit: Mapping): ColumnMap {
     }
   }
   return { fields, ignored };
+}
+
+/** The field a column of this key goes to by the explicit mapping, else by its name; undefined for none. */
+function fieldOfKey(key: string, explicit: Mapping): ContactColumn | undefined {
+  const chosen = explicit.get(key)?.field;
+  return chosen === 'ignore' ? undefined : (chosen ?? FIELD_BY_KEY.get(key));
+}
+
+/**
+ * Each header column's field as an import with this mapping reads it (undefined: ignored, or left
+ * out by an explicit mapping of its field), with `map` to read rows by; or, for a header that
+ * cannot be read so, the fields its columns' names and the mapping give, and why (`mapColumns`).
+ */
+export function columnFields(
+  header: string[],
+  explicit: Mapping,
+): { fields: (ContactColumn | undefined)[]; map?: ColumnMap; errors: string[] } {
+  try {
+    const map = mapColumns(header, explicit);
+    const fields: (ContactColumn | undefined)[] = header.map(() => undefined);
+    for (const { column, field } of map.fields) fields[column] = field;
+    return { fields, map, errors: [] };
+  } catch (error) {
+    if (!(error instanceof DomainError) || !error.errors?.header) throw error;
+    return { fields: header.map((name) => fieldOfKey(columnKey(name), explicit)), errors: error.errors.header };
+  }
 }
 
 /** One row's body from its cells: empty cells leave their field out. */

@@ -19,7 +19,7 @@ import {
   personsWordOf,
   updateContactColumns,
 } from './contacts.ts';
-import { type FileText, type Mapping, mapColumns, rowBody, sniffSeparator } from './csv-file.ts';
+import { type FileText, type Mapping, mapColumns, rowBody, type Separator, sniffSeparator } from './csv-file.ts';
 import { ensureTags, linkContactTags, tagKey } from './tags.ts';
 
 /**
@@ -93,18 +93,14 @@ interface CsvReading {
 }
 
 /**
- * Reads CSV (contacts/csv-file.ts): the text's slices parsed as they are decoded (csv-parse's
- * streaming parser, a slice a turn of the event loop), the separator sniffed, the header's columns
- * mapped to fields (aliases, or the explicit `mapping`), `tags` separated by `;` only. The whole
- * file is read before anything is written: a file that cannot be read is refused whole.
+ * Parses CSV (contacts/csv-file.ts): the text's slices parsed as they are decoded (csv-parse's
+ * streaming parser, a slice a turn of the event loop), the separator sniffed; `take` is given each
+ * record with the line it ends on, the header first. A file that cannot be parsed is refused whole.
  */
-export async function readCsv({ encoding, slices }: FileText, mapping: Mapping): Promise<{ rows: ImportRow[]; reading: CsvReading }> {
+async function parseCsv({ slices }: FileText, take: (record: string[], lines: number) => void): Promise<Separator> {
   const first = await slices.next();
   const head = first.done ? '' : first.value;
   const { separator, headerLine } = sniffSeparator(head);
-  let header: string[] | undefined;
-  let map: ReturnType<typeof mapColumns> | undefined;
-  const rows: ImportRow[] = [];
   try {
     await pipeline(
       (async function* () {
@@ -113,34 +109,85 @@ export async function readCsv({ encoding, slices }: FileText, mapping: Mapping):
       })(),
       parse({ bom: true, delimiter: separator, from_line: headerLine, info: true, relax_column_count: true, skip_empty_lines: true }),
       async (records: AsyncIterable<{ record: string[]; info: Info }>) => {
-        for await (const { record, info } of records) {
-          if (!map) {
-            header = record;
-            map = mapColumns(record, mapping);
-            continue;
-          }
-          tooMany(rows.length + 1);
-          rows.push(importRow(record, info.lines, map, (header as string[]).length));
-        }
+        for await (const { record, info } of records) take(record, info.lines);
       },
     );
   } catch (error) {
     if (error instanceof CsvError) throw new DomainError('bad_request', `The CSV cannot be read: ${error.message}`);
     throw error;
   }
-  if (!header || !map) throw new DomainError('bad_request', 'The CSV is empty: its first row must name the fields.');
-  const columns: Record<string, string> = {};
-  for (const { column, field } of map.fields) columns[header[column] as string] = field;
-  return { rows, reading: { encoding, separator, columns, ignored_columns: map.ignored } };
+  return separator;
 }
 
-/** One record as a row: its body, and the line it starts on (`lines`, where it ends, less the newlines in its cells). */
+const EMPTY_CSV = 'The CSV is empty: its first row must name the fields.';
+
+/**
+ * Reads CSV: the header's columns mapped to fields (aliases, or the explicit `mapping`), `tags`
+ * separated by `;` only. The whole file is read before anything is written: a file that cannot be
+ * read is refused whole.
+ */
+export async function readCsv(text: FileText, mapping: Mapping): Promise<{ rows: ImportRow[]; reading: CsvReading }> {
+  let header: string[] | undefined;
+  let map: ReturnType<typeof mapColumns> | undefined;
+  const rows: ImportRow[] = [];
+  const separator = await parseCsv(text, (record, lines) => {
+    if (!map) {
+      header = record;
+      map = mapColumns(record, mapping);
+      return;
+    }
+    tooMany(rows.length + 1);
+    rows.push(importRow(record, lines, map, (header as string[]).length));
+  });
+  if (!header || !map) throw new DomainError('bad_request', EMPTY_CSV);
+  const columns: Record<string, string> = {};
+  for (const { column, field } of map.fields) columns[header[column] as string] = field;
+  return { rows, reading: { encoding: text.encoding, separator, columns, ignored_columns: map.ignored } };
+}
+
+/** A CSV file read for a preview of its mapping: its header, its first rows and how many it has. */
+interface CsvPreview {
+  encoding: string;
+  separator: string;
+  header: string[];
+  /** The first rows' cells, each with the line it starts on. */
+  sample: { line: number; cells: string[] }[];
+  rows: number;
+}
+
+/**
+ * Reads a whole CSV as `readCsv` does (the same parsing, encodings and limits) without mapping its
+ * columns, which the person previewing it chooses: a file that `readCsv` could not read is refused
+ * here, before it is kept.
+ */
+export async function previewCsv(text: FileText, sampleRows: number): Promise<CsvPreview> {
+  let header: string[] | undefined;
+  const sample: CsvPreview['sample'] = [];
+  let rows = 0;
+  const separator = await parseCsv(text, (record, lines) => {
+    if (!header) {
+      header = record;
+      return;
+    }
+    tooMany(++rows);
+    if (sample.length < sampleRows) sample.push({ line: startLine(record, lines), cells: record });
+  });
+  if (!header) throw new DomainError('bad_request', EMPTY_CSV);
+  return { encoding: text.encoding, separator, header, sample, rows };
+}
+
+/** One record as a row: its body, and the line it starts on. */
 function importRow(record: string[], lines: number, map: ReturnType<typeof mapColumns>, width: number): ImportRow {
   const body = rowBody(record, map);
+  if (record.length > width) body[''] = record.slice(width);
+  return { line: startLine(record, lines), body };
+}
+
+/** The line a record starts on: `lines`, where it ends, less the newlines in its cells. */
+function startLine(record: string[], lines: number): number {
   let newlines = 0;
   for (const cell of record) if (cell.includes('\n')) newlines += cell.split('\n').length - 1;
-  if (record.length > width) body[''] = record.slice(width);
-  return { line: lines - newlines, body };
+  return lines - newlines;
 }
 
 /** Reads JSON lines: one contact body per non-blank line, the lines taken from the text's slices as they come. */
@@ -191,6 +238,7 @@ interface Checked {
 /**
  * Imports the rows for `userId`, adding `extraTags` to every imported contact. `oneConnection`:
  * the database is one connection that every request shares (PGlite), so batches are kept short.
+ * `progress` is told how many rows are done each time a batch is written.
  */
 export async function importContacts(
   db: Db,
@@ -199,7 +247,7 @@ export async function importContacts(
   check: RowCheck,
   extraTags: string[],
   now: Date,
-  { oneConnection = false } = {},
+  { oneConnection = false, progress }: { oneConnection?: boolean; progress?: (rowsDone: number) => Promise<void> } = {},
 ): Promise<ImportResult> {
   const writer = new BatchWriter(db, userId, now, oneConnection);
   const { result } = writer;
@@ -219,7 +267,8 @@ export async function importContacts(
     batch.push(row);
     if (batch.length >= writer.batchSize) {
       await writing;
-      writing = writer.write(batch);
+      const done = index + 1;
+      writing = writer.write(batch).then(() => progress?.(done));
       // Awaited before the next batch or at the end; a failure meanwhile is not unhandled.
       writing.catch(() => {});
       batch = [];

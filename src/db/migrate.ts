@@ -41,6 +41,7 @@ import * as sendingPauses from './migrations/0041-sending-pauses.ts';
 import * as webSessionFlash from './migrations/0042-web-session-flash.ts';
 import * as userInvitations from './migrations/0043-user-invitations.ts';
 import * as heldReplyDecisions from './migrations/0044-held-reply-decisions.ts';
+import * as contactImports from './migrations/0045-contact-imports.ts';
 
 /** Every migration, in order. Names sort in the order they must run; never rename one. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -85,6 +86,7 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0042-web-session-flash': webSessionFlash,
   '0043-user-invitations': userInvitations,
   '0044-held-reply-decisions': heldReplyDecisions,
+  '0045-contact-imports': contactImports,
 };
 
 /**

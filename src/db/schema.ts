@@ -85,6 +85,38 @@ export interface UserInvitationsTable {
   used_at: NullableTimestamp;
 }
 
+/** A row an import refused, as its page shows it: the line, the field, the value there and the API's words. */
+export interface RefusedImportRow {
+  line: number;
+  field: string;
+  value: string;
+  message: string;
+}
+
+/** A contact import in the browser (contacts/import-runs.ts): the file between preview and import, then the outcome. */
+export interface ContactImportsTable {
+  id: Generated<number>;
+  user_id: number;
+  file_name: string;
+  /** The CSV's bytes, until it is imported. */
+  file: ColumnType<Buffer | null, Buffer, Buffer | null>;
+  encoding: string;
+  separator: string;
+  header: Json<string[]>;
+  sample: Json<{ line: number; cells: string[] }[]>;
+  row_count: number;
+  /** The columns the person mapped by hand, by header name, as the API's `column=NAME:field`. */
+  mapping: Json<{ name: string; field: string }[]>;
+  state: 'staged' | 'importing' | 'done' | 'failed';
+  rows_done: ColumnType<number, number | undefined, number>;
+  created: ColumnType<number | null, undefined, number | null>;
+  updated: ColumnType<number | null, undefined, number | null>;
+  refused: ColumnType<RefusedImportRow[] | null, undefined, string | null>;
+  error: ColumnType<string | null, undefined, string | null>;
+  created_at: ClockTimestamp;
+  updated_at: ClockTimestamp;
+}
+
 export interface WebSignInFailuresTable {
   id: Generated<number>;
   subject: string;
@@ -374,6 +406,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   web_sessions: WebSessionsTable;
   user_invitations: UserInvitationsTable;
+  contact_imports: ContactImportsTable;
   web_sign_in_failures: WebSignInFailuresTable;
   media: MediaTable;
   contacts: ContactsTable;
@@ -494,9 +527,9 @@ export interface RepliesTable {
   authentication: ColumnType<ReplyAuthentication | null, string | null | undefined, never>;
   /** Why it is not forwarded to the sender (a DMARC failure, the forwards limit); null: forwarded or to be. */
   held_reason: ColumnType<ReplyHeldReason | null, ReplyHeldReason | null | undefined, never>;
-  /** When the agent released it from hold, to be forwarded once (migration 0044); null otherwise. */
+  /** When the agent released it from hold, to be forwarded once (migration 0045); null otherwise. */
   released_at: NullableTimestamp;
-  /** When the agent discarded it, held: never to be forwarded (migration 0044); null otherwise. */
+  /** When the agent discarded it, held: never to be forwarded (migration 0045); null otherwise. */
   discarded_at: NullableTimestamp;
 }
 

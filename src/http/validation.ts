@@ -36,12 +36,26 @@ const bodyChecks = new WeakMap<object, ValidateFunction>();
  * the API's body and call the same domain function): refused with the API's validation messages.
  */
 export function checkBody(schema: object, body: unknown): void {
+  const validate = bodyCheck(schema);
+  if (!validate(body)) throw toValidationError((validate.errors ?? []) as SchemaError[], 'body');
+}
+
+/**
+ * A body's problems against a schema, by field, in the API's words; undefined for a valid one.
+ * A bulk import checks each row so (its refused rows say why, the others are imported).
+ */
+export function bodyErrors(schema: object, body: Record<string, unknown>): FieldErrors | undefined {
+  const validate = bodyCheck(schema);
+  return validate(body) ? undefined : toValidationError((validate.errors ?? []) as SchemaError[], undefined).errors;
+}
+
+function bodyCheck(schema: object): ValidateFunction {
   let validate = bodyChecks.get(schema);
   if (!validate) {
     validate = bodyAjv.compile(schema);
     bodyChecks.set(schema, validate);
   }
-  if (!validate(body)) throw toValidationError((validate.errors ?? []) as SchemaError[], 'body');
+  return validate;
 }
 
 /**

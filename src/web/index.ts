@@ -13,6 +13,7 @@ import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
 import { composePages } from './pages/compose.ts';
 import { dropComposePages } from './pages/compose-drops.ts';
+import { contactImportPages } from './pages/contact-import.ts';
 import { contactPages } from './pages/contacts.ts';
 import { dashboardPage } from './pages/dashboard.ts';
 import { invitationPages } from './pages/invitation.ts';
@@ -32,7 +33,7 @@ declare module 'fastify' {
     /** A web form posted before there is a session (sign-in): its CSRF token is checked against a cookie. */
     signInForm?: boolean;
     /**
-     * A multipart form (one with a file, pages/compose-drops.ts): its body is read by its handler,
+     * A multipart form (one with a file: pages/compose-drops.ts, pages/contact-import.ts): its body is read by its handler,
      * which checks the CSRF token, the form's first part, before it reads any file.
      */
     multipartForm?: boolean;
@@ -144,6 +145,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await messageListPages(web, ctx);
   await messageReportPages(web, ctx);
   await replyPages(web, ctx);
+  await contactImportPages(web, ctx);
   await contactPages(web, ctx);
   await invitationPages(web, ctx);
   await suppressionPages(web, ctx);

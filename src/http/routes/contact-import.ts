@@ -5,7 +5,7 @@ import { ImportResult, importContacts, MAX_IMPORT_BYTES, readCsv, readJsonLines 
 import type { RoutePlugin } from '../fastify-types.ts';
 import { HttpError } from '../problems.ts';
 import { AUTHENTICATED_ERRORS, problems, UserIdParams } from '../schemas.ts';
-import { toValidationError, validatorCompiler } from '../validation.ts';
+import { bodyErrors, validatorCompiler } from '../validation.ts';
 
 const CSV = 'text/csv';
 const JSON_LINES = 'application/x-ndjson';
@@ -23,13 +23,9 @@ export const contactImportRoutes: RoutePlugin = async (app, { database: { db, ki
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser(ACCEPTED, { parseAs: 'buffer', bodyLimit: MAX_IMPORT_BYTES }, (_request, body, done) => done(null, body));
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_IMPORT_BYTES }, (_request, _body, done) => done(null, undefined));
-  const validate = validatorCompiler({ schema: ContactBody, httpPart: 'body', method: 'POST', url: '' }) as ((body: unknown) => boolean) & {
-    errors?: Parameters<typeof toValidationError>[0] | null;
-  };
   // PGlite is one connection that every request shares: the import keeps its transactions short there.
   const options = { oneConnection: kind === 'pglite' };
-  const check = (body: Record<string, unknown>) =>
-    validate(body) ? undefined : toValidationError(validate.errors ?? [], undefined).errors;
+  const check = (body: Record<string, unknown>) => bodyErrors(ContactBody, body);
 
   app.post(
     '/users/:user_id/contacts/import',
