@@ -25,7 +25,7 @@ import { thinData } from './payload-size.ts';
  * (db/claims.ts, as message deliveries are), every attempt logged. An event's body is made once, the first time
  * any endpoint is sent it, and kept: retries carry the same bytes and the same `webhook-id`.
  */
-const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
+export const WEBHOOK_DELIVERY_STATES = ['pending', 'sending', 'delivered', 'failed'] as const;
 
 export const WebhookAttempt = Type.Object({
   attempt: Type.Integer(),

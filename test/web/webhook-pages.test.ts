@@ -125,6 +125,11 @@ describe('the webhook pages', () => {
     assert.match(shown, new RegExp(`${delivery.attempt_log[0].duration_ms.toLocaleString('en-US')} ms`));
     assert.match(shown, /HTTP 500: &lt;h1&gt;Oops&lt;\/h1&gt;&lt;script&gt;/, "the receiver's answer, as text");
     assert.doesNotMatch(page.html, /<script>alert|<img src=x|<svg onload|<style>body/);
+    const filtered = await b.get(`${WEBHOOKS}/${id}?state=delivered`);
+    assert.doesNotMatch(filtered.html, /data-delivery="/, 'filtered by state, as the API’s listing');
+    assert.match(filtered.html, /No delivery in that state/);
+    assert.match((await b.get(`${WEBHOOKS}/${id}?state=pending`)).html, new RegExp(`data-delivery="${delivery.id}"`));
+    assert.equal((await b.get(`${WEBHOOKS}/${id}?state=lost`)).status, 400);
 
     // Resend one: the same event again, with the same webhook-id.
     assert.equal((await b.post(`${WEBHOOKS}/${id}/deliveries/${delivery.id}/resend`)).status, 303);
@@ -172,6 +177,23 @@ describe('the webhook pages', () => {
     assert.match((await b.get(WEBHOOKS)).html, /was deleted with its deliveries/);
     assert.equal((await asKey(t.app, agent.key).get(`/v3/webhooks/${id}`)).status, 404);
     assert.equal((await b.get(`${WEBHOOKS}/${id}`)).status, 404);
+  });
+
+  test('a cancelled account reads and deletes its endpoints, as its API keys may, and changes nothing', async () => {
+    const user = await createUser(t, 'User', await createTeam(t));
+    await setPassword(t, user.id, PASSWORD);
+    const made = await asKey(t.app, user.key).post(`/v3/users/${user.id}/webhooks`, { url: receiver.url, events: ['contact.created'] });
+    assert.equal((await asKey(t.app, t.adminKey).post(`/v3/users/${user.id}/cancel`)).status, 200);
+    const b = await signedIn(user);
+    const tab = await b.get(WEBHOOKS);
+    assert.match(tab.html, /A cancelled account cannot add endpoints/);
+    assert.equal((await b.post(WEBHOOKS, { url: receiver.url, events: 'contact.created' })).status, 403);
+    await b.get(`${WEBHOOKS}/${made.body.id}`);
+    for (const action of ['test', 'disable', 'resend']) {
+      assert.equal((await b.post(`${WEBHOOKS}/${made.body.id}/${action}`, { since: '2020-01-01T00:00' })).status, 403, action);
+    }
+    assert.equal((await b.post(`${WEBHOOKS}/${made.body.id}/delete`)).status, 303);
+    assert.equal((await asKey(t.app, t.adminKey).get(`/v3/webhooks/${made.body.id}`)).status, 404);
   });
 
   test("another team's User gets 403 on every page of an endpoint; its Team Administrator reaches it; a team endpoint is theirs to make", async () => {

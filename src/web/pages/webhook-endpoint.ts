@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import type { AppContext } from '../../app-context.ts';
 import type { UserRef } from '../../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../../db/schema.ts';
-import { searchWebhookDeliveries } from '../../webhooks/deliveries.ts';
+import { searchWebhookDeliveries, type WEBHOOK_DELIVERY_STATES } from '../../webhooks/deliveries.ts';
 import { toApiWebhookEndpoint } from '../../webhooks/endpoints.ts';
 import { tabData } from '../account-settings.ts';
 import { emptyForm, type Form } from '../forms.ts';
@@ -17,7 +17,7 @@ const PER_PAGE = 20;
 /** How far back the resend form starts, by default. */
 const DEFAULT_RESEND_MS = 3_600_000;
 
-const STATE_WORDS: Record<string, string> = {
+const STATE_WORDS: Record<(typeof WEBHOOK_DELIVERY_STATES)[number], string> = {
   pending: 'Waiting',
   sending: 'Sending',
   delivered: 'Delivered',
@@ -50,7 +50,7 @@ function deliveryView(d: Awaited<ReturnType<typeof searchWebhookDeliveries>>['ro
     webhookId: d.webhook_id,
     eventType: d.event_type,
     state: d.state,
-    stateWords: STATE_WORDS[d.state] ?? d.state,
+    stateWords: STATE_WORDS[d.state],
     created: at(d.created_at),
     delivered: at(d.delivered_at),
     nextRetry: at(d.next_retry_at),

@@ -6,7 +6,8 @@ import type { App } from '../../http/fastify-types.ts';
 import { checkBody } from '../../http/validation.ts';
 import { RANK } from '../../identity/roles.ts';
 import { fullName } from '../../identity/users.ts';
-import { Id } from '../../json-schema.ts';
+import { Id, StringEnum } from '../../json-schema.ts';
+import { WEBHOOK_DELIVERY_STATES } from '../../webhooks/deliveries.ts';
 import {
   CreateWebhookBody,
   createWebhookEndpoint,
@@ -48,11 +49,12 @@ function listOf(value: unknown): string[] {
 
 /** The scopes the signed-in user may give a new endpoint, as the API's rule (`teamOf`) allows them. */
 function scopeChoices(viewer: Viewer): { value: string; label: string }[] {
-  const choices = [{ value: 'user', label: `Their own (${fullName(viewer.owner)}’s events)` }];
+  const name = fullName(viewer.owner);
+  const choices = [{ value: 'user', label: `Only ${name}’s` }];
   if (viewer.principal.rank >= RANK['Team Administrator'] && viewer.owner.team_id !== null) {
-    choices.push({ value: 'team', label: 'Their team’s (every member’s events)' });
+    choices.push({ value: 'team', label: `Those of every member of ${name}’s team` });
   }
-  if (viewer.principal.rank >= RANK.Administrator) choices.push({ value: 'service', label: 'The whole service’s (every user’s events)' });
+  if (viewer.principal.rank >= RANK.Administrator) choices.push({ value: 'service', label: 'Those of every user of the service' });
   return choices;
 }
 
@@ -134,7 +136,7 @@ const EndpointParams = Type.Object({ id: Id });
 const DeliveryParams = Type.Object({ id: Id, delivery_id: Id });
 const EndpointQuery = Type.Object({
   page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-  state: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('sending'), Type.Literal('delivered'), Type.Literal('failed')])),
+  state: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATES)),
 });
 const RESEND_LABELS = { since: 'Since', until: 'Until', enabled: 'Not sent:' } as const;
 
