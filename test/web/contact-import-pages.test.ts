@@ -21,8 +21,10 @@ describe('the contact import pages', () => {
   let agent: Actor;
   let lead: Actor;
   let stranger: Actor;
+  /** How far the app's clock is ahead of real time (a stalled import is one whose progress is old). */
+  let ahead = 0;
   before(async () => {
-    t = await startTestApp();
+    t = await startTestApp({ clock: () => new Date(Date.now() + ahead) });
     const teamId = await createTeam(t);
     agent = await createUser(t, 'User', teamId);
     lead = await createUser(t, 'Team Administrator', teamId);
@@ -56,10 +58,14 @@ describe('the contact import pages', () => {
     assert.equal(started.status, 303, started.html);
     assert.equal(started.location, path);
     let html = '';
-    await waitFor('the import done', async () => {
-      html = (await b.get(path)).html;
-      return /<h2>Imported<\/h2>/.test(html);
-    });
+    await waitFor(
+      'the import done',
+      async () => {
+        html = (await b.get(path)).html;
+        return /<h2>Imported<\/h2>/.test(html);
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
     return html;
   }
 
@@ -187,6 +193,46 @@ describe('the contact import pages', () => {
     assert.equal(count(done, 'created'), 1);
     const [contact] = (await asKey(t.app, agent.key).get(`/v3/users/${agent.id}/contacts?email=hostile@example.com`)).body.data;
     assert.equal(contact.first_name, name);
+  });
+
+  test('a bigger file shows its progress while it runs, the page refreshing itself, then its counts', async () => {
+    const b = await signedIn(agent.email);
+    const rows = Array.from({ length: 5000 }, (_, i) => `progress-${i}@example.com,Person ${i}`);
+    const path = await upload(b, 'many.csv', Buffer.from(`email,first name\n${rows.join('\n')}\n`));
+    assert.match((await b.get(path)).html, /5,000 rows after the header/);
+    assert.equal((await b.post(path, { column_0: 'email', column_1: 'first_name', action: 'import' })).status, 303);
+    const running = await b.get(path);
+    assert.match(running.html, /<h2>Importing<\/h2>/);
+    assert.match(running.html, /<meta http-equiv="refresh" content="2">/);
+    assert.match(running.html, /[\d,]+ of 5,000 rows done \(\d+%\)\./);
+    assert.match(running.html, new RegExp(`<a href="${path}">Reload</a>`));
+    const done = await importAndWait(b, path);
+    assert.doesNotMatch(done, /http-equiv="refresh"/, 'a finished import stops refreshing');
+    assert.deepEqual([count(done, 'created'), count(done, 'refused')], [5000, 0]);
+    const found = await asKey(t.app, agent.key).get(`/v3/users/${agent.id}/contacts?email=progress-4999@example.com`);
+    assert.equal(found.body.data[0]?.first_name, 'Person 4999');
+  });
+
+  test('an import whose process stopped (no progress for 2 minutes) is shown as stopped and can be imported again', async () => {
+    const b = await signedIn(agent.email);
+    const path = await upload(b, 'stopped.csv', Buffer.from('email\nstopped@example.com\n'));
+    const id = Number(path.split('/').pop());
+    // As a process that died mid-import leaves it: importing, its progress never moving again.
+    await t.database.db.updateTable('contact_imports').set({ state: 'importing' }).where('id', '=', id).execute();
+    assert.match((await b.get(path)).html, /<meta http-equiv="refresh"/);
+    assert.equal((await b.post(path, { action: 'import' })).status, 303);
+    assert.match((await b.get(path)).html, /<h2>Importing<\/h2>/, 'a second Import while it runs starts nothing');
+    ahead = 3 * 60_000;
+    try {
+      const stopped = await b.get(path);
+      assert.match(stopped.html, /This import stopped before its end/);
+      assert.doesNotMatch(stopped.html, /http-equiv="refresh"/);
+      assert.match(stopped.html, /Import again/);
+      const done = await importAndWait(b, path);
+      assert.equal(count(done, 'created'), 1);
+    } finally {
+      ahead = 0;
+    }
   });
 
   test('acting for a teammate imports into their contacts; another team’s user gets 403 on the import', async () => {

@@ -122,7 +122,7 @@ async function sendImportPage(reply: FastifyReply, ctx: AppContext, viewer: View
   const preview = importPreview(row);
   const progress = importProgress(row, ctx.clock());
   const errors = [...form.errors, ...preview.errors.map((message) => ({ field: 'columns', message: `The columns ${message}.` }))];
-  const mapped = [...new Set(preview.columns.map((c) => c.field).filter((f) => f !== 'ignore'))];
+  const mapped = COLUMN_CHOICES.filter((f) => f !== 'ignore' && preview.columns.some((c) => c.field === f));
   return sendPage(
     reply,
     'contacts/import',
