@@ -73,13 +73,9 @@ export const WEBHOOK_DELIVERY_FILTERS: Filters = {
 /** The `webhook-id` of an event. */
 export const webhookId = (uid: string) => `msg_${uid.replace(/-/g, '')}`;
 
-/**
- * One page of an endpoint's deliveries, newest first in id order as every listing, with their
- * attempts: those of events whose user `reader` may read now (the access rule), so that an
- * endpoint's past deliveries show its maker nothing it could not read directly.
- */
-export async function searchWebhookDeliveries(db: Db, endpointId: number, params: SearchParams, reader: Principal) {
-  const query = db
+/** An endpoint's deliveries of events whose user `reader` may read now (the access rule), with what a listing shows of their event. */
+function readableDeliveries(db: Db, endpointId: number, reader: Principal) {
+  return db
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
     .select([
@@ -96,8 +92,13 @@ export async function searchWebhookDeliveries(db: Db, endpointId: number, params
     ])
     .where('d.endpoint_id', '=', endpointId)
     .where((eb) => eb('e.user_id', 'in', eb.selectFrom('users').select('users.id').where(reachableUsers(reader))));
-  const result = await runSearch(query, WEBHOOK_DELIVERY_FILTERS, params, 'd.id');
-  const ids = result.rows.map((r) => r.id);
+}
+
+type ListedRow = Awaited<ReturnType<ReturnType<typeof readableDeliveries>['execute']>>[number];
+
+/** Deliveries as the API shows them: each with its attempts, read in one statement for them all. */
+async function withAttempts(db: Db, found: readonly ListedRow[]) {
+  const ids = found.map((r) => r.id);
   const attempts =
     ids.length === 0
       ? []
@@ -108,7 +109,7 @@ export async function searchWebhookDeliveries(db: Db, endpointId: number, params
           .orderBy('delivery_id')
           .orderBy('attempt')
           .execute();
-  const rows = result.rows.map((r) => ({
+  return found.map((r) => ({
     id: r.id,
     webhook_id: webhookId(r.uid),
     event_type: r.type,
@@ -130,7 +131,33 @@ export async function searchWebhookDeliveries(db: Db, endpointId: number, params
         next_retry_at: formatTimestamp(a.next_retry_at),
       })),
   }));
-  return { ...result, rows };
+}
+
+/**
+ * One page of an endpoint's deliveries in id order, as every listing, with their attempts: those
+ * of events whose user `reader` may read now (the access rule), so that an endpoint's past
+ * deliveries show its maker nothing it could not read directly.
+ */
+export async function searchWebhookDeliveries(db: Db, endpointId: number, params: SearchParams, reader: Principal) {
+  const result = await runSearch(readableDeliveries(db, endpointId, reader), WEBHOOK_DELIVERY_FILTERS, params, 'd.id');
+  return { ...result, rows: await withAttempts(db, result.rows) };
+}
+
+/**
+ * The newest of an endpoint's deliveries that `reader` may read (as the listing above), before
+ * the delivery `before` when given, in one state when given: an endpoint's page reads the recent
+ * ones first and pages back by keys, never by an offset.
+ */
+export async function recentWebhookDeliveries(
+  db: Db,
+  endpointId: number,
+  reader: Principal,
+  o: { before?: number | undefined; state?: (typeof WEBHOOK_DELIVERY_STATES)[number] | undefined; limit: number },
+) {
+  let query = readableDeliveries(db, endpointId, reader);
+  if (o.before !== undefined) query = query.where('d.id', '<', o.before);
+  if (o.state !== undefined) query = query.where('d.state', '=', o.state);
+  return withAttempts(db, await query.orderBy('d.id', 'desc').limit(o.limit).execute());
 }
 
 export interface ClaimedWebhook {

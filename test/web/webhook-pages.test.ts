@@ -179,6 +179,28 @@ describe('the webhook pages', () => {
     assert.equal((await b.get(`${WEBHOOKS}/${id}`)).status, 404);
   });
 
+  test('the deliveries: the newest first, 20 a page, paged back by keys', async () => {
+    // A closed port: each attempt fails at once, and is retried only in an hour.
+    const made = await asKey(t.app, agent.key).post(`/v3/users/${agent.id}/webhooks`, {
+      url: 'http://127.0.0.1:1/',
+      events: ['contact.created'],
+    });
+    const id = made.body.id as number;
+    const queued: number[] = [];
+    for (let i = 0; i < 21; i++) queued.push((await asKey(t.app, agent.key).post(`/v3/webhooks/${id}/test`)).body.delivery_id);
+    const b = await signedIn(agent);
+    const shown = (html: string) => [...html.matchAll(/data-delivery="(\d+)"/g)].map((m) => Number(m[1]));
+    const first = await b.get(`${WEBHOOKS}/${id}`);
+    assert.deepEqual(shown(first.html), queued.slice(1).reverse());
+    const older = /<a href="([^"]+)" rel="next">Older deliveries<\/a>/.exec(first.html)?.[1];
+    assert.equal(older, `${WEBHOOKS}/${id}?before=${queued[1]}`);
+    const last = await b.get(older as string);
+    assert.deepEqual(shown(last.html), [queued[0]]);
+    assert.doesNotMatch(last.html, /Older deliveries/);
+    assert.match(last.html, new RegExp(`<a href="${WEBHOOKS}/${id}">Newest deliveries</a>`));
+    assert.equal((await b.get(`${WEBHOOKS}/${id}?before=0`)).status, 400);
+  });
+
   test('a cancelled account reads and deletes its endpoints, as its API keys may, and changes nothing', async () => {
     const user = await createUser(t, 'User', await createTeam(t));
     await setPassword(t, user.id, PASSWORD);

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import type { AppContext } from '../../app-context.ts';
 import type { UserRef } from '../../db/owned-rows.ts';
 import type { WebhookEndpointRow } from '../../db/schema.ts';
-import { searchWebhookDeliveries, type WEBHOOK_DELIVERY_STATES } from '../../webhooks/deliveries.ts';
+import { recentWebhookDeliveries, type WEBHOOK_DELIVERY_STATES } from '../../webhooks/deliveries.ts';
 import { toApiWebhookEndpoint } from '../../webhooks/endpoints.ts';
 import { tabData } from '../account-settings.ts';
 import { emptyForm, type Form } from '../forms.ts';
@@ -12,12 +12,12 @@ import { localInput } from './compose-fields.ts';
 
 /** The Webhooks tab of the account settings, and the root of its endpoints' pages. */
 export const WEBHOOKS = '/account/settings/webhooks';
-/** Deliveries an endpoint's page shows at once, newest first (as the API's listing pages them). */
+/** Deliveries an endpoint's page shows at once, newest first, paged back by keys (`?before=<delivery id>`). */
 const PER_PAGE = 20;
 /** How far back the resend form starts, by default. */
 const DEFAULT_RESEND_MS = 3_600_000;
 
-const STATE_WORDS: Record<(typeof WEBHOOK_DELIVERY_STATES)[number], string> = {
+const STATE_WORDS: Record<DeliveryState, string> = {
   pending: 'Waiting',
   sending: 'Sending',
   delivered: 'Delivered',
@@ -29,9 +29,11 @@ const SCOPE_WORDS: Record<string, string> = {
   service: 'Every user of the service',
 };
 
+type DeliveryState = (typeof WEBHOOK_DELIVERY_STATES)[number];
+
 export interface EndpointPageOptions {
-  page?: number | undefined;
-  state?: string | undefined;
+  before?: number | undefined;
+  state?: DeliveryState | undefined;
   notice?: string | undefined;
   /** A new endpoint's secret, shown this once. */
   secret?: string | undefined;
@@ -43,7 +45,7 @@ export interface EndpointPageOptions {
 }
 
 /** One delivery as the page shows it: the API's fields in words, each attempt a row. */
-function deliveryView(d: Awaited<ReturnType<typeof searchWebhookDeliveries>>['rows'][number], timeZone: string | null) {
+function deliveryView(d: Awaited<ReturnType<typeof recentWebhookDeliveries>>[number], timeZone: string | null) {
   const at = (iso: string | null) => (iso ? formatForUser(new Date(iso), timeZone) : '');
   return {
     id: d.id,
@@ -83,13 +85,16 @@ export async function endpointPage(
 ) {
   const { row } = endpoint;
   const timeZone = viewer.owner.time_zone;
-  const page = o.page ?? 1;
-  const params = { page, per_page: PER_PAGE, ...(o.state ? { state: [o.state] } : {}) };
-  const found = await searchWebhookDeliveries(ctx.database.db, row.id, params, viewer.principal);
+  const found = await recentWebhookDeliveries(ctx.database.db, row.id, viewer.principal, {
+    before: o.before,
+    state: o.state,
+    limit: PER_PAGE + 1,
+  });
+  const shown = found.slice(0, PER_PAGE);
   const api = toApiWebhookEndpoint(row);
   const at = (date: Date | null) => formatForUser(date, timeZone);
-  const base = `${WEBHOOKS}/${row.id}${o.state ? `?state=${o.state}&` : '?'}`;
-  const next = o.resendNext?.endpointId === row.id ? o.resendNext : undefined;
+  const here = `${WEBHOOKS}/${row.id}${o.state ? `?state=${o.state}` : ''}`;
+  const resendNext = o.resendNext?.endpointId === row.id ? o.resendNext : undefined;
   const since = localInput(new Date(ctx.clock().getTime() - DEFAULT_RESEND_MS), timeZone);
   return sendPage(
     reply,
@@ -104,16 +109,15 @@ export async function endpointPage(
       created: at(row.created_at),
       notice: o.notice ?? null,
       secret: o.secret ?? null,
-      resendNext: next ?? null,
+      resendNext: resendNext ?? null,
       form: o.actionForm ?? o.resendForm ?? emptyForm(),
       resendForm: o.resendForm ?? emptyForm({ since, until: '' }),
       timeZone: timeZone ?? 'UTC',
-      deliveries: found.rows.map((d) => deliveryView(d, timeZone)),
+      deliveries: shown.map((d) => deliveryView(d, timeZone)),
       states: Object.entries(STATE_WORDS).map(([value, label]) => ({ value, label })),
       state: o.state ?? '',
-      total: found.total,
-      previous: page > 1 ? `${base}page=${page - 1}` : null,
-      next: page * PER_PAGE < found.total ? `${base}page=${page + 1}` : null,
+      newest: o.before !== undefined ? here : null,
+      older: found.length > PER_PAGE ? `${here}${o.state ? '&' : '?'}before=${shown.at(-1)?.id}` : null,
     },
     status,
   );

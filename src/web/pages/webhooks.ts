@@ -135,7 +135,7 @@ function listRoutes(web: App, ctx: AppContext): void {
 const EndpointParams = Type.Object({ id: Id });
 const DeliveryParams = Type.Object({ id: Id, delivery_id: Id });
 const EndpointQuery = Type.Object({
-  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  before: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
   state: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATES)),
 });
 const RESEND_LABELS = { since: 'Since', until: 'Until', enabled: 'Not sent:' } as const;
