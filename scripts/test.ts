@@ -4,6 +4,7 @@ import { glob, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { run } from 'node:test';
+import { dropTestDatabases } from '../test/support/postgres-template.ts';
 import { collect, type FileOutcome } from './test-lane.ts';
 
 /**
@@ -55,7 +56,6 @@ const SAME_ON_EVERY_DATABASE = [
   'test/db/outage.test.ts',
   // The database is not what they judge.
   'test/email/spamassassin.test.ts',
-  'test/web/docs-browser.test.ts',
   'test/http/openapi.test.ts',
   'test/http/generated-client.test.ts',
   'clients/typescript/test/client.test.ts',
@@ -64,6 +64,16 @@ const SAME_ON_EVERY_DATABASE = [
   'clients/cli/test/cli-send.test.ts',
   'clients/cli/test/cli-tls.test.ts',
 ];
+
+/**
+ * Pages in Debian's chromium (`*-browser.test.ts`) judge what the browser makes of the HTML —
+ * forms without script, axe-core, 375 px, what a click does — and run on PGlite only; what each page
+ * reads and writes is checked on both databases by the pages' HTTP tests (test/web/*.test.ts), and
+ * a browser costs each file about 20 s of CPU.
+ */
+function sameOnEveryDatabase(file: string): boolean {
+  return SAME_ON_EVERY_DATABASE.includes(file) || file.endsWith('-browser.test.ts');
+}
 
 /**
  * Files that judge a separate Hopper process by the clock from outside (answers within 2 s of a
@@ -349,11 +359,13 @@ const task = (file: string, database: Database): Task => ({
 });
 const tasks = [...files].flatMap((file) => {
   if (!both) return [task(file, process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite')];
-  return SAME_ON_EVERY_DATABASE.includes(file) ? [task(file, 'PGlite')] : [task(file, 'PGlite'), task(file, 'PostgreSQL')];
+  return sameOnEveryDatabase(file) ? [task(file, 'PGlite')] : [task(file, 'PGlite'), task(file, 'PostgreSQL')];
 });
 
 const started = performance.now();
 const results = await runAll(tasks, both);
+// The databases the files' test apps made on PostgreSQL, and their template (test/support/postgres-template.ts).
+if (process.env.DATABASE_URL) await dropTestDatabases(process.env.DATABASE_URL);
 const ok = summarise(results, performance.now() - started);
 // Every file's times, for a closer look than the table's (artifacts/ is ignored by git).
 const byFile = results.map(({ task: { file, database }, ms, cpuMs, tests, failed }) => ({

@@ -74,6 +74,7 @@ describe('moving media between stores (npm run media:move) and the disk fallback
     const env = {
       ...process.env,
       DATA_DIR: t.dataDir,
+      DATABASE_URL: t.config.databaseUrl,
       DATABASE_SCHEMA: t.config.databaseSchema,
       MEDIA_STORE: 'postgres',
       LOG_LEVEL: 'silent',

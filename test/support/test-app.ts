@@ -14,6 +14,7 @@ import { createLogger } from '../../src/log.ts';
 import { systemClock } from '../../src/time.ts';
 import { startWorkers, type Workers } from '../../src/workers.ts';
 import { seedPgliteDataDir } from './pglite-template.ts';
+import { createTestDatabase } from './postgres-template.ts';
 
 /**
  * Every test file runs against a real database of its own: PGlite in a fresh directory by default,
@@ -84,12 +85,24 @@ async function dropSchemas(url: string, schemas: string[]): Promise<void> {
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hopper-test-'));
-  const config = loadConfig(testConfigEnv(dataDir, options.env));
-  if (!config.databaseUrl) await seedPgliteDataDir(dataDir);
+  // The database is a copy of a template whose first-start Administrator is made already
+  // (pglite-template.ts, postgres-template.ts), unless the test has a clock of its own: then it
+  // starts from the migrated database and makes its Administrator at that clock's time, as
+  // Hopper's first start would.
+  const ownClock = options.clock !== undefined;
+  const postgres = process.env.DATABASE_URL && !ownClock ? await createTestDatabase(process.env.DATABASE_URL) : undefined;
+  const config = loadConfig(
+    testConfigEnv(dataDir, { ...(postgres ? { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema } : {}), ...options.env }),
+  );
+  let admin = postgres?.admin;
+  if (!config.databaseUrl) admin = ownClock ? await seedPgliteDataDir(dataDir) : await seedPgliteDataDir(dataDir, { admin: true });
   const database = await openDatabase(config);
   const queue = await openJobQueue(database, config);
-  const bootstrap = await bootstrapAdministrator(database.db, config, options.clock ?? systemClock);
-  if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
+  if (!admin) {
+    const bootstrap = await bootstrapAdministrator(database.db, config, options.clock ?? systemClock);
+    if (bootstrap.kind !== 'first-start') throw new Error('expected a first start on a fresh database');
+    admin = { adminKey: bootstrap.key, adminId: bootstrap.userId };
+  }
   const logger = createLogger(config, options.logStream);
   const clock = options.clock ?? systemClock;
   const workers = options.workers
@@ -119,14 +132,14 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     queue,
     workers,
     dataDir,
-    adminKey: bootstrap.key,
-    adminId: bootstrap.userId,
+    ...admin,
     async close() {
       await app.close();
       await workers?.stop();
       await queue.stop();
       await database.close();
-      if (config.databaseUrl) await dropSchemas(config.databaseUrl, [config.databaseSchema, `${config.databaseSchema}_pgboss`]);
+      if (postgres) await postgres.drop();
+      else if (config.databaseUrl) await dropSchemas(config.databaseUrl, [config.databaseSchema, `${config.databaseSchema}_pgboss`]);
       await rm(dataDir, { recursive: true, force: true });
     },
   };
