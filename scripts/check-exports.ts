@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
+import { typeScriptProgram } from './typescript-program.ts';
 
 /**
  * `npm run check:exports`: every export of src/ is imported somewhere (by src/, the tests, the
@@ -32,12 +33,7 @@ async function typeScriptFiles(dir: string): Promise<string[]> {
 /** `file: name` of every export of src/ that no other file imports. */
 export async function unusedExports(root = ROOT): Promise<string[]> {
   const files = (await Promise.all(SEARCHED.map((dir) => typeScriptFiles(join(root, dir))))).flat();
-  const parsed = ts.getParsedCommandLineOfConfigFile(
-    join(root, 'tsconfig.json'),
-    {},
-    { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} },
-  );
-  const program = ts.createProgram(files, parsed?.options ?? {});
+  const program = typeScriptProgram(files, root);
   const checker = program.getTypeChecker();
   const imported = new Set<ts.Symbol>();
   /** Modules whose every export counts as used: imported whole (`import * as`, `export *`, `import()`). */

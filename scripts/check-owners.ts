@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
+import { typeScriptProgram } from './typescript-program.ts';
 
 /**
  * `npm run check:owners`: every statement on a table lives in that table's module, the modules
@@ -247,12 +248,7 @@ export async function checkOwners(root = ROOT): Promise<string[]> {
   for (const module of new Set(owners.values()))
     if (!modules.has(module)) problems.push(`${DOC} names src/${module}, which does not exist`);
 
-  const parsed = ts.getParsedCommandLineOfConfigFile(
-    join(ROOT, 'tsconfig.json'),
-    {},
-    { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} },
-  );
-  const program = ts.createProgram(files, parsed?.options ?? {});
+  const program = typeScriptProgram(files, ROOT);
   const checker = program.getTypeChecker();
   for (const file of files) {
     const source = program.getSourceFile(file);
