@@ -99,11 +99,17 @@ describe('the contact import pages', () => {
       done,
       /<tr data-refused-line="6">\s*<th scope="row">6<\/th>\s*<td>Email<\/td>\s*<td>not-an-address<\/td>\s*<td>Email must be a valid email address\.<\/td>/,
     );
+    const csv = await b.get(`${path}/refused.csv`);
+    assert.equal(csv.status, 200);
+    assert.match(String(csv.headers['content-type']), /^text\/csv/);
+    assert.equal(csv.html, 'line,field,value,why\r\n6,Email,not-an-address,Email must be a valid email address.\r\n');
+    assert.match(done, new RegExp(`<a href="${path}/refused.csv" download>Download the refused rows \\(CSV\\)</a>\\.`));
     const found = await asKey(t.app, agent.key).get(`/v3/users/${agent.id}/contacts?email=maria.gonzalez@gmail.example`);
     assert.equal(found.body.data.length, 1);
     assert.deepEqual(found.body.data[0].tags.sort(), ['Buyers', 'Open House']);
 
     // Pressed again (a reload of the POST, a second click): nothing more is imported.
+    await b.get(path);
     const again = await b.post(path, { action: 'import' });
     assert.equal(again.status, 303);
     assert.equal(count((await b.get(path)).html, 'created'), 3);
@@ -179,7 +185,7 @@ describe('the contact import pages', () => {
   test('hostile cells stay text; a header naming no field is mapped by hand, and Import is refused until it is', async () => {
     const b = await signedIn(agent.email);
     const name = `${HOSTILE.script}${HOSTILE.onerror}`;
-    const csv = `Vorname,Adresse\n"${name.replaceAll('"', '""')}",hostile@example.com\n`;
+    const csv = `Vorname,Adresse\n"${name.replaceAll('"', '""')}",hostile@example.com\nFormula,"=HYPERLINK(""https://attacker.example"")"\n`;
     const path = await upload(b, `${HOSTILE.breakout}.csv`, Buffer.from(csv));
     const preview = await b.get(path);
     assert.ok(!preview.html.includes(HOSTILE.script) && !preview.html.includes('<img src=x'), 'escaped');
@@ -190,7 +196,10 @@ describe('the contact import pages', () => {
     assert.match(refused.html, /href="#columns"/);
     assert.equal((await b.post(path, { column_0: 'first_name', column_1: 'email', action: 'preview' })).status, 303);
     const done = await importAndWait(b, path);
-    assert.equal(count(done, 'created'), 1);
+    assert.deepEqual([count(done, 'created'), count(done, 'refused')], [1, 1]);
+    // A refused value is text in the CSV too: a spreadsheet does not run it as a formula.
+    const refusedCsv = (await b.get(`${path}/refused.csv`)).html;
+    assert.match(refusedCsv, /^3,Email,"'=HYPERLINK\(""https:\/\/attacker\.example""\)",Email must be a valid email address\.\r$/m);
     const [contact] = (await asKey(t.app, agent.key).get(`/v3/users/${agent.id}/contacts?email=hostile@example.com`)).body.data;
     assert.equal(contact.first_name, name);
   });
@@ -249,6 +258,7 @@ describe('the contact import pages', () => {
 
     const other = await signedIn(stranger.email);
     assert.equal((await other.get(path)).status, 403);
+    assert.equal((await other.get(`${path}/refused.csv`)).status, 403);
     await other.get('/contacts');
     assert.equal((await other.post(path, { action: 'import' })).status, 403);
     assert.equal((await other.get('/contacts/import/999999')).status, 404);

@@ -16,6 +16,7 @@ import {
   stageImport,
   startImport,
 } from '../../contacts/import-runs.ts';
+import type { RefusedImportRow } from '../../db/schema.ts';
 import { DomainError } from '../../errors.ts';
 import type { App } from '../../http/fastify-types.ts';
 import { bodyErrors } from '../../http/validation.ts';
@@ -25,6 +26,7 @@ import { CSRF_FIELD, tokensMatch } from '../csrf.ts';
 import { emptyForm, type Form, submitForm } from '../forms.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from '../render.ts';
 import { toSignIn, type Viewer } from '../viewer.ts';
+import { csvField } from './message-reports.ts';
 
 /**
  * `/contacts/import`: a CSV of contacts imported in the browser, in the steps of
@@ -51,10 +53,22 @@ const CSV_NAME = /\.(csv|tsv|txt)$/i;
 /** Seconds between two refreshes of a running import's page. */
 const REFRESH_SECONDS = 2;
 const RECENT = 10;
+/** The refused rows a finished import's page lists; its CSV has them all. */
+const REFUSED_SHOWN = 200;
 
 const ImportParams = Type.Object({ id: Id });
 
 const fieldWords = (field: string) => FIELD_WORDS[field.split('.')[0] ?? ''] ?? field;
+
+/** A refused row in words: its line, the field's name, the value there and the API's message as a sentence. */
+function refusedWords(r: RefusedImportRow) {
+  const label = fieldWords(r.field);
+  return { line: r.line, label, value: r.value, why: `${label} ${r.message}.` };
+}
+
+async function foundImport(ctx: AppContext, viewer: Viewer, id: number) {
+  return requireReachable(viewer.principal, await findImport(ctx.database.db, id), 'Contact import', id).row;
+}
 
 /** A multipart upload's file ('missing' without one); null for a form whose first part is not its token. */
 async function readUpload(request: FastifyRequest, csrf: string | undefined): Promise<{ name: string; bytes: Buffer } | 'missing' | null> {
@@ -118,7 +132,7 @@ async function sendUploadForm(reply: FastifyReply, ctx: AppContext, viewer: View
 }
 
 async function sendImportPage(reply: FastifyReply, ctx: AppContext, viewer: Viewer, id: number, form: Form, status = 200) {
-  const { row } = requireReachable(viewer.principal, await findImport(ctx.database.db, id), 'Contact import', id);
+  const row = await foundImport(ctx, viewer, id);
   const preview = importPreview(row);
   const progress = importProgress(row, ctx.clock());
   const errors = [...form.errors, ...preview.errors.map((message) => ({ field: 'columns', message: `The columns ${message}.` }))];
@@ -138,7 +152,9 @@ async function sendImportPage(reply: FastifyReply, ctx: AppContext, viewer: View
       mapped: mapped.map((field) => ({ field, label: fieldWords(field) })),
       choices: COLUMN_CHOICES.map((value) => ({ value, label: fieldWords(value) })),
       separator: { ',': 'commas', ';': 'semicolons', '\t': 'tabs' }[row.separator] ?? row.separator,
-      refused: (row.refused ?? []).map((r) => ({ ...r, label: fieldWords(r.field) })),
+      refused: (row.refused ?? []).slice(0, REFUSED_SHOWN).map(refusedWords),
+      refusedRows: new Set((row.refused ?? []).map((r) => r.line)).size,
+      refusedReasons: row.refused?.length ?? 0,
       at: formatForUser(row.updated_at, viewer.owner.time_zone),
       fieldWords,
     },
@@ -158,7 +174,7 @@ function postedChoices(body: unknown, columns: number): ColumnChoice[] {
 /** `POST /contacts/import/{id}`: the columns chosen, then the preview again or the import started. */
 async function postImport(request: FastifyRequest, reply: FastifyReply, ctx: AppContext, viewer: Viewer, id: number) {
   const { db } = ctx.database;
-  const { row } = requireReachable(viewer.principal, await findImport(db, id), 'Contact import', id);
+  const row = await foundImport(ctx, viewer, id);
   const action = (request.body as Record<string, unknown> | undefined)?.action;
   if (row.state === 'staged') {
     const outcome = await submitForm({}, { columns: 'The column mapping' }, () =>
@@ -191,6 +207,17 @@ export async function contactImportPages(web: App, ctx: AppContext): Promise<voi
     const viewer = request.viewer;
     if (!viewer) return toSignIn(request, reply);
     return sendImportPage(reply, ctx, viewer, request.params.id, emptyForm());
+  });
+  web.get('/contacts/import/:id/refused.csv', { schema: { ...PAGE_SCHEMA, params: ImportParams } }, async (request, reply) => {
+    const viewer = request.viewer;
+    if (!viewer) return toSignIn(request, reply);
+    const row = await foundImport(ctx, viewer, request.params.id);
+    const lines = (row.refused ?? []).map(refusedWords).map((r) => [String(r.line), r.label, r.value, r.why].map(csvField).join(','));
+    return reply
+      .header('Cache-Control', 'no-store')
+      .header('Content-Disposition', `attachment; filename="contact-import-${row.id}-refused.csv"`)
+      .type('text/csv; charset=utf-8')
+      .send(['line,field,value,why', ...lines, ''].join('\r\n'));
   });
   web.post('/contacts/import/:id', { schema: { ...PAGE_SCHEMA, params: ImportParams } }, async (request, reply) => {
     const viewer = request.viewer;

@@ -158,7 +158,7 @@ function recipient(row: RecipientRow, timeZone: string | null) {
  * A field of the CSV: quoted when it must be (RFC 4180), and a leading `=`, `+`, `-` or `@` made
  * text with an apostrophe, so that a spreadsheet never runs a name as a formula (OWASP's CSV injection).
  */
-function csvField(value: string): string {
+export function csvField(value: string): string {
   const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }
