@@ -67,6 +67,22 @@ export function reachableUsers(principal: Principal) {
   };
 }
 
+/**
+ * The `manage` rule as a condition on the `users` table: the users whose account the caller may
+ * manage (themself; for a Team Administrator, the teammates of a strictly lower role).
+ */
+export function manageableUsers(principal: Principal) {
+  return (eb: ExpressionBuilder<Database, 'users'>): ExpressionWrapper<Database, 'users', SqlBool> | ReturnType<typeof sql<SqlBool>> => {
+    if (principal.rank >= RANK.Administrator) return sql<SqlBool>`true`;
+    if (principal.rank < RANK['Team Administrator'] || principal.teamId === null) return eb('id', '=', principal.userId);
+    const peersOrHigher = ROLE_NAMES.filter((role) => RANK[role] >= principal.rank);
+    return eb.or([
+      eb('id', '=', principal.userId),
+      eb.and([eb('team_id', '=', principal.teamId), sql<SqlBool>`NOT (roles && ${sql.val(peersOrHigher)}::text[])`]),
+    ]);
+  };
+}
+
 /** Teams: an Administrator sees every team, anyone else their own. */
 export function canSeeTeam(principal: Principal, teamId: number): boolean {
   return principal.rank >= RANK.Administrator || principal.teamId === teamId;

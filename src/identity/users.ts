@@ -8,7 +8,7 @@ import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, duplicate, type FieldErrors, throwIfAny } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { formatTimestamp, isTimeZone } from '../time.ts';
-import { type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
+import { manageableUsers, type Principal, reachableUsers, requireManageable, requireRank } from './access.ts';
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, verifyPassword } from './passwords.ts';
 import { RANK, ROLE_NAMES, type RoleName, rankOf } from './roles.ts';
 import { teamExists } from './teams.ts';
@@ -200,9 +200,10 @@ export async function findSignInUser(db: Db, email: string) {
     .executeTakeFirst();
 }
 
-/** The users `principal` may reach, filtered by `USER_FILTERS`. */
-export function searchUsers(db: Db, principal: Principal, params: SearchParams) {
-  const query = db.selectFrom('users').selectAll().where('deleted_at', 'is', null).where(reachableUsers(principal));
+/** The users `principal` may reach (or, with `manage`, manage), filtered by `USER_FILTERS`. */
+export function searchUsers(db: Db, principal: Principal, params: SearchParams, strength: 'read' | 'manage' = 'read') {
+  const rule = strength === 'manage' ? manageableUsers(principal) : reachableUsers(principal);
+  const query = db.selectFrom('users').selectAll().where('deleted_at', 'is', null).where(rule);
   return runSearch(query, USER_FILTERS, params, 'id');
 }
 

@@ -19,6 +19,8 @@ interface Flash {
   notice?: string;
   /** A resend that queued one page of events: where the next page starts (the API's `next_since`, `next_after_event_id`). */
   resendNext?: { endpointId: number; since: string; afterEventId: number; until: string };
+  /** A one-time invitation link just made on /users (pages/users.ts). */
+  invitation?: { userId: number; name: string; url: string; expiresAt: string };
 }
 
 /** The sealing key of a session, from its cookie token (as the CSRF token is). */

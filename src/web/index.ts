@@ -21,6 +21,7 @@ import { messageListPages } from './pages/message-lists.ts';
 import { messageReportPages } from './pages/message-reports.ts';
 import { replyPages } from './pages/replies.ts';
 import { suppressionPages } from './pages/suppressions.ts';
+import { userPages } from './pages/users.ts';
 import { webhookPages } from './pages/webhooks.ts';
 import { PAGE_SCHEMA, sendMessage } from './render.ts';
 import { findSession, SESSION_COOKIE, type WebSession } from './sessions.ts';
@@ -149,6 +150,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await contactPages(web, ctx);
   await invitationPages(web, ctx);
   await suppressionPages(web, ctx);
+  await userPages(web, ctx);
   await composePages(web, ctx);
   await dropComposePages(web, ctx);
   await webhookPages(web, ctx);

@@ -29,6 +29,7 @@ const NAV = [
   { section: 'replies', href: '/replies', label: 'Replies' },
   { section: 'contacts', href: '/contacts', label: 'Contacts' },
   { section: 'suppressions', href: '/suppressions', label: 'Suppressions' },
+  { section: 'users', href: '/users', label: 'Users', managers: true },
   { section: 'settings', href: '/account/settings', label: 'Settings' },
 ] as const;
 type Section = (typeof NAV)[number]['section'];
@@ -49,7 +50,11 @@ export function sendPage(reply: FastifyReply, view: string, data: PageData, stat
     ...data,
     session,
     viewer,
-    nav: NAV.map((item) => ({ ...item, current: item.section === data.section })),
+    // Users is for those who manage others (Team Administrators and Administrators) only.
+    nav: NAV.filter((item) => !('managers' in item) || viewer?.canSwitch).map((item) => ({
+      ...item,
+      current: item.section === data.section,
+    })),
     // A page answering a POST (a refused form) has no address of its own to come back to.
     returnTo: reply.request.method === 'GET' ? reply.request.url : '/',
     ownerName: viewer ? fullName(viewer.owner) : '',

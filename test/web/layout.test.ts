@@ -103,4 +103,58 @@ describe('the signed-in layout', () => {
     await other.get('/login');
     assert.equal((await other.post('/login', { email: user.email, password: PASSWORD, next: '//evil.example' })).location, '/');
   });
+
+  test('/users: a Team Administrator sees the users they manage and sends an invitation, shown once; a User gets 403', async () => {
+    const { user: lead, b } = await signedIn('Team Administrator', teamId, 'Lena');
+    const fresh = await createUser(t, 'User', teamId, { first_name: 'Fresh' });
+    const signedUp = await createUser(t, 'User', teamId, { first_name: 'Sid' });
+    await setPassword(t, signedUp.id, PASSWORD);
+    const peer = await createUser(t, 'Team Administrator', teamId, { first_name: 'Petra' });
+    const stranger = await createUser(t, 'User', await createTeam(t), { first_name: 'Stan' });
+
+    const list = await b.get('/users');
+    assert.equal(list.status, 200);
+    assert.match(list.html, /<a href="\/users" aria-current="page">Users<\/a>/);
+    const shown = new Set([...list.html.matchAll(/data-user="(\d+)"/g)].map((m) => Number(m[1])));
+    for (const id of [lead.id, fresh.id, signedUp.id]) assert.ok(shown.has(id), `user ${id} listed`);
+    for (const id of [peer.id, stranger.id]) assert.ok(!shown.has(id), `user ${id}, a peer or another team's, not listed`);
+    const row = (html: string, id: number) => new RegExp(`data-user="${id}">([\\s\\S]*?)</tr>`).exec(html)?.[1] ?? '';
+    assert.match(row(list.html, fresh.id), /<td>User<\/td>\s*<td>Active<\/td>/);
+    assert.match(row(list.html, fresh.id), new RegExp(`action="/users/${fresh.id}/invitation"`));
+    assert.match(row(list.html, signedUp.id), /Has a password/);
+    assert.doesNotMatch(row(list.html, signedUp.id), /invitation/);
+
+    const sent = await b.post(`/users/${fresh.id}/invitation`);
+    assert.equal(sent.status, 303);
+    assert.equal(sent.location, '/users');
+    const once = await b.get('/users');
+    const url = /id="invitation-link"[^>]*value="([^"]+)"/.exec(once.html)?.[1] ?? '';
+    assert.match(url, /\/invitation\/[\w-]{43}$/);
+    assert.match(once.html, /The invitation for Fresh User/);
+    assert.equal((await b.get(new URL(url).pathname)).status, 200, 'the link works');
+    assert.doesNotMatch((await b.get('/users')).html, /invitation-link/, 'shown once');
+
+    await b.get('/users');
+    assert.equal((await b.post(`/users/${signedUp.id}/invitation`)).status, 409, 'a user with a password gets none');
+    await b.get('/users');
+    assert.equal((await b.post(`/users/${peer.id}/invitation`)).status, 403, 'a peer is not theirs to manage');
+    await b.get('/users');
+    assert.equal((await b.post(`/users/${stranger.id}/invitation`)).status, 403);
+
+    const { b: agent } = await signedIn('User');
+    const page = await agent.get('/');
+    assert.doesNotMatch(page.html, /href="\/users"/, 'not in a User’s navigation');
+    assert.equal((await agent.get('/users')).status, 403);
+    assert.equal((await agent.post(`/users/${fresh.id}/invitation`)).status, 403);
+
+    const { b: admin } = await signedIn('Administrator', null);
+    let all = '';
+    for (let page = 1, more = true; more; page++) {
+      const html = (await admin.get(`/users?page=${page}`)).html;
+      all += html;
+      more = html.includes('rel="next"');
+    }
+    for (const id of [peer.id, stranger.id]) assert.match(all, new RegExp(`data-user="${id}"`), 'an Administrator manages everyone');
+    assert.equal((await admin.get('/users?page=0')).status, 400);
+  });
 });

@@ -115,10 +115,18 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     assert.equal((await asKey(run.t.app, agent.key).post(`/v3/users/${id}/invitation`)).status, 403);
     const first = await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`);
     assert.equal(first.status, 201, first.raw);
-    const invitation = await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`);
-    assert.equal(invitation.status, 201);
-    const path = new URL(invitation.body.url).pathname;
+    // The second from /users, where the Team Administrator sends it (JavaScript off, 375 px): shown once.
+    await setPassword(run.t, lead.id, PASSWORD);
+    const users = await run.newPage({ javaScript: false, width: 375 });
+    await signIn(users, run.base, lead.email, PASSWORD, '/');
+    await users.getByRole('link', { name: 'Users', exact: true }).click();
+    await users.getByRole('button', { name: 'Send invitation to New Agent' }).click();
+    await users.waitForURL(`${run.base}/users`);
+    const path = new URL(await users.getByLabel('Invitation link').inputValue()).pathname;
     assert.match(path, /^\/invitation\/[\w-]{43}$/);
+    await assertFitsWidth(users);
+    await users.reload();
+    assert.equal(await users.getByLabel('Invitation link').count(), 0, 'the link is shown once');
 
     const page = await run.newPage({ javaScript: false, width: 375 });
     await page.goto(`${run.base}${new URL(first.body.url).pathname}`);
@@ -143,6 +151,8 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     assert.equal((await asKey(run.t.app, lead.key).post(`/v3/users/${id}/invitation`)).status, 409);
 
     const withScript = await run.newPage({ width: 1100 });
+    await signIn(withScript, run.base, lead.email, PASSWORD, '/users');
+    await assertAccessible(withScript);
     const again = await asKey(run.t.app, run.t.adminKey).post(`/v3/users/${stranger.id}/invitation`);
     assert.equal(again.status, 201, again.raw);
     await withScript.goto(`${run.base}${new URL(again.body.url).pathname}`);

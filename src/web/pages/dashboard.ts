@@ -6,6 +6,7 @@ import { isTimeZone } from '../../time.ts';
 import { lineChart } from '../charts.ts';
 import { formatForUser, PAGE_SCHEMA, sendPage } from '../render.ts';
 import type { Viewer } from '../viewer.ts';
+import { senderHealth } from './sender-health.ts';
 
 /** How far back the dashboard looks. */
 const DAYS = 30;
@@ -29,7 +30,7 @@ function dayIn(date: Date, timeZone: string): string {
 /**
  * `/`: signed out, what Hopper is and the way in; signed in, the dashboard of the user the pages
  * are for — the last 30 days of their messages at a glance with a chart by day, what is scheduled
- * next, and the replies waiting.
+ * next, the replies waiting, and the sender's health (sender-health.ts).
  */
 export async function dashboardPage(web: App, ctx: AppContext): Promise<void> {
   web.get('/', { schema: PAGE_SCHEMA }, async (request, reply) => {
@@ -44,16 +45,17 @@ export async function dashboardPage(web: App, ctx: AppContext): Promise<void> {
   });
 }
 
-async function dashboard({ database: { db }, clock }: AppContext, viewer: Viewer) {
+async function dashboard({ database: { db }, clock, config }: AppContext, viewer: Viewer) {
   const owner = viewer.owner;
   const timeZone = owner.time_zone && isTimeZone(owner.time_zone) ? owner.time_zone : 'UTC';
   const now = clock();
   const days = Array.from({ length: DAYS }, (_, i) => dayIn(new Date(now.getTime() - (DAYS - 1 - i) * DAY_MS), timeZone));
   const since = new Date(now.getTime() - DAYS * DAY_MS);
-  const [daily, scheduled, replies] = await Promise.all([
+  const [daily, scheduled, replies, health] = await Promise.all([
     dailyCounters(db, owner.id, since, timeZone),
     scheduledNext(db, owner.id, 5),
     latestReplies(db, owner.id, 5),
+    senderHealth(db, config, owner.id, timeZone),
   ]);
   const byDay = new Map(daily.map((row) => [row.day, row]));
   const totals = FIGURES.map(([name, label]) => ({
@@ -85,5 +87,6 @@ async function dashboard({ database: { db }, clock }: AppContext, viewer: Viewer
       held: r.held_reason,
     })),
     held: replies.held,
+    health,
   };
 }
