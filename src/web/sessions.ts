@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { UserRow } from '../db/schema.ts';
+import { DomainError } from '../errors.ts';
 import {
   deleteSession,
   deleteStaleSessions,
@@ -36,6 +37,14 @@ export interface WebSession {
 }
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest();
+
+/**
+ * A cancelled account keeps reads and deletes for its grace period, as the API's keys do
+ * (http/authenticate.ts): anything else a form would change is refused, saying `what` it may do.
+ */
+export function refuseCancelled(session: Pick<WebSession, 'user'>, what: string): void {
+  if (session.user.status === 'Cancelled') throw new DomainError('forbidden', `A cancelled account can ${what}.`);
+}
 
 /** When a cancelled account loses access altogether; null for an active account. */
 export function graceEndsAt(user: Pick<UserRow, 'status' | 'cancelled_at'>, config: Config): Date | null {

@@ -244,6 +244,25 @@ describe('the contact import pages', () => {
     }
   });
 
+  test('a cancelled account reads its imports and imports nothing, as its API keys may', async () => {
+    const teamId = await createTeam(t);
+    const leaving = await createUser(t, 'User', teamId);
+    await setPassword(t, leaving.id, PASSWORD);
+    const b = await signedIn(leaving.email);
+    const path = await upload(b, 'before.csv', Buffer.from('email\nbefore@example.com\n'));
+    assert.equal((await asKey(t.app, t.adminKey).post(`/v3/users/${leaving.id}/cancel`)).status, 200);
+    const form = await b.get('/contacts/import');
+    assert.match(form.html, /A cancelled account can read its imports, not import contacts\./);
+    assert.doesNotMatch(form.html, /Upload and preview/);
+    await b.get(path);
+    assert.equal((await b.post(path, { column_0: 'email', action: 'import' })).status, 403);
+    assert.match((await b.get(path)).html, /Not imported yet|Preview of before\.csv/);
+    const refused = await b.upload('/contacts/import', [['file', { name: 'after.csv', bytes: Buffer.from('email\nafter@example.com\n') }]]);
+    assert.equal(refused.status, 403);
+    const found = await asKey(t.app, t.adminKey).get(`/v3/users/${leaving.id}/contacts`);
+    assert.equal(found.body.data.length, 0);
+  });
+
   test('acting for a teammate imports into their contacts; another team’s user gets 403 on the import', async () => {
     const b = await signedIn(lead.email);
     await b.get('/contacts');

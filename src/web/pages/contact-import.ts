@@ -25,6 +25,7 @@ import { Id } from '../../json-schema.ts';
 import { CSRF_FIELD, tokensMatch } from '../csrf.ts';
 import { emptyForm, type Form, submitForm } from '../forms.ts';
 import { formatForUser, PAGE_SCHEMA, sendMessage, sendPage } from '../render.ts';
+import { refuseCancelled } from '../sessions.ts';
 import { toSignIn, type Viewer } from '../viewer.ts';
 import { csvField } from './message-reports.ts';
 
@@ -57,6 +58,9 @@ const RECENT = 10;
 const REFUSED_SHOWN = 200;
 
 const ImportParams = Type.Object({ id: Id });
+
+/** What a cancelled account may still do here (sessions.ts, refuseCancelled). */
+const CANCELLED_MAY = 'read its imports, not import contacts';
 
 const fieldWords = (field: string) => FIELD_WORDS[field.split('.')[0] ?? ''] ?? field;
 
@@ -125,6 +129,7 @@ async function sendUploadForm(reply: FastifyReply, ctx: AppContext, viewer: View
       session: viewer.session,
       form,
       maxMegabytes: MAX_IMPORT_BYTES / 1024 / 1024,
+      cancelled: viewer.session.user.status === 'Cancelled' ? `A cancelled account can ${CANCELLED_MAY}.` : null,
       recent: recent.map((r) => ({ ...r, at: formatForUser(r.created_at, viewer.owner.time_zone) })),
     },
     status,
@@ -175,6 +180,7 @@ function postedChoices(body: unknown, columns: number): ColumnChoice[] {
 async function postImport(request: FastifyRequest, reply: FastifyReply, ctx: AppContext, viewer: Viewer, id: number) {
   const { db } = ctx.database;
   const row = await foundImport(ctx, viewer, id);
+  refuseCancelled(viewer.session, CANCELLED_MAY);
   const action = (request.body as Record<string, unknown> | undefined)?.action;
   if (row.state === 'staged') {
     const outcome = await submitForm({}, { columns: 'The column mapping' }, () =>
@@ -233,6 +239,7 @@ export async function contactImportPages(web: App, ctx: AppContext): Promise<voi
     scope.post('/contacts/import', { schema: PAGE_SCHEMA, config: { multipartForm: true } }, async (request, reply) => {
       const viewer = request.viewer;
       if (!viewer) return toSignIn(request, reply);
+      refuseCancelled(viewer.session, CANCELLED_MAY);
       const staged = await stageUpload(ctx, viewer, request);
       if (staged === null) {
         return sendMessage(

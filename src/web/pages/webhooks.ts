@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../../app-context.ts';
-import { DomainError, validationError } from '../../errors.ts';
+import { validationError } from '../../errors.ts';
 import type { App } from '../../http/fastify-types.ts';
 import { checkBody } from '../../http/validation.ts';
 import { RANK } from '../../identity/roles.ts';
@@ -26,7 +26,7 @@ import { tabData } from '../account-settings.ts';
 import { setFlash, takeFlash } from '../flash.ts';
 import { emptyForm, type Form, formValues, submitForm } from '../forms.ts';
 import { PAGE_SCHEMA, sendPage } from '../render.ts';
-import type { WebSession } from '../sessions.ts';
+import { refuseCancelled } from '../sessions.ts';
 import { toSignIn, type Viewer } from '../viewer.ts';
 import { instantOfLocal } from './compose-fields.ts';
 import { type EndpointPageOptions, endpointPage, WEBHOOKS } from './webhook-endpoint.ts';
@@ -58,15 +58,8 @@ function scopeChoices(viewer: Viewer): { value: string; label: string }[] {
   return choices;
 }
 
-/**
- * A cancelled account keeps reads and deletes for its grace period, as the API's keys do
- * (http/authenticate.ts): anything else a form would change is refused.
- */
-function refuseCancelled(session: WebSession): void {
-  if (session.user.status === 'Cancelled') {
-    throw new DomainError('forbidden', 'A cancelled account can read and delete its webhook endpoints, not change them.');
-  }
-}
+/** What a cancelled account may still do here (sessions.ts, refuseCancelled). */
+const CANCELLED_MAY = 'read and delete its webhook endpoints, not change them';
 
 async function sendList(reply: FastifyReply, ctx: AppContext, viewer: Viewer, o: { form?: Form; notice?: string }, status = 200) {
   const found = await searchWebhookEndpoints(ctx.database.db, viewer.owner.id, { per_page: 100 });
@@ -113,7 +106,7 @@ function listRoutes(web: App, ctx: AppContext): void {
   web.post(WEBHOOKS, { schema: PAGE_SCHEMA }, async (request, reply) => {
     const viewer = request.viewer;
     if (!viewer) return toSignIn(request, reply);
-    refuseCancelled(viewer.session);
+    refuseCancelled(viewer.session, CANCELLED_MAY);
     const body = (request.body ?? {}) as Record<string, unknown>;
     const values = { ...formValues(body, ['url', 'description', 'scope']), events: listOf(body.events) };
     const creator = { rank: viewer.principal.rank, teamId: viewer.principal.teamId };
@@ -163,7 +156,7 @@ function endpointRoutes(web: App, ctx: AppContext): void {
     web.post(`${WEBHOOKS}/:id/${action}`, { schema: { ...PAGE_SCHEMA, params: EndpointParams } }, async (request, reply) => {
       const viewer = request.viewer;
       if (!viewer) return toSignIn(request, reply);
-      refuseCancelled(viewer.session);
+      refuseCancelled(viewer.session, CANCELLED_MAY);
       const { row } = await found(viewer, request.params.id);
       await updateWebhookEndpoint(db, row, { enabled }, ctx.config.webhooks, ctx.clock());
       const notice = enabled
@@ -176,7 +169,7 @@ function endpointRoutes(web: App, ctx: AppContext): void {
   web.post(`${WEBHOOKS}/:id/test`, { schema: { ...PAGE_SCHEMA, params: EndpointParams } }, async (request, reply) => {
     const viewer = request.viewer;
     if (!viewer) return toSignIn(request, reply);
-    refuseCancelled(viewer.session);
+    refuseCancelled(viewer.session, CANCELLED_MAY);
     const { row } = await found(viewer, request.params.id);
     const outcome = await submitForm({}, RESEND_LABELS, () => queueTestEvent(db, row, ctx.clock()));
     if (!outcome.ok) return show(reply, viewer, row.id, { actionForm: outcome.form }, 422);
@@ -207,7 +200,7 @@ function resendRoutes(web: App, ctx: AppContext, found: Found, show: Show): void
     async (request, reply) => {
       const viewer = request.viewer;
       if (!viewer) return toSignIn(request, reply);
-      refuseCancelled(viewer.session);
+      refuseCancelled(viewer.session, CANCELLED_MAY);
       const { row, owner } = await found(viewer, request.params.id);
       // The delivery as GET …/deliveries/{delivery_id} shows it to this principal (404 otherwise): its event.
       const delivery = await webhookDeliveryOf(db, row, request.params.delivery_id, viewer.principal);
@@ -222,7 +215,7 @@ function resendRoutes(web: App, ctx: AppContext, found: Found, show: Show): void
   web.post(`${WEBHOOKS}/:id/resend`, { schema: { ...PAGE_SCHEMA, params: EndpointParams } }, async (request, reply) => {
     const viewer = request.viewer;
     if (!viewer) return toSignIn(request, reply);
-    refuseCancelled(viewer.session);
+    refuseCancelled(viewer.session, CANCELLED_MAY);
     const { row, owner } = await found(viewer, request.params.id);
     const body = (request.body ?? {}) as Record<string, unknown>;
     const values = formValues(body, ['since', 'until', 'next_since', 'after_event_id']);
