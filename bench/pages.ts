@@ -1,9 +1,12 @@
 import { sql } from 'kysely';
 import { CountCache } from '../src/db/search.ts';
 import { searchEmails } from '../src/email/templated-emails.ts';
+import { rightsOf } from '../src/identity/access.ts';
 import { dailyCounters } from '../src/messages/message-tables.ts';
 import { recipientsAfter } from '../src/sending/deliveries.ts';
 import { DELIVERY_STATES } from '../src/sending/delivery-states.ts';
+import { recentWebhookDeliveries } from '../src/webhooks/deliveries.ts';
+import { searchWebhookEndpoints } from '../src/webhooks/endpoints.ts';
 import { createUser } from '../test/support/factories.ts';
 import { startTestApp, type TestApp } from '../test/support/test-app.ts';
 import { browser, setPassword } from '../test/web/web-client.ts';
@@ -62,6 +65,34 @@ async function seed(t: TestApp, userId: number): Promise<{ emailId: number; midd
   return { emailId, middleId: Number(ids[0]?.middle), lastId: Number(ids[0]?.last) };
 }
 
+/** A webhook endpoint of the user with `RECIPIENTS` events, each with its delivery and attempts; its id, and a delivery half-way. */
+async function seedWebhooks(t: TestApp, userId: number): Promise<{ endpointId: number; middleDelivery: number }> {
+  const db = t.database.db;
+  const { rows } = await sql<{ id: number }>`
+    INSERT INTO webhook_endpoints (user_id, url, events, secret, created_at, updated_at)
+    VALUES (${userId}, 'https://crm.bench.example/hopper', '{contact.created}', 'whsec_bench', now(), now()) RETURNING id`.execute(db);
+  const endpointId = Number(rows[0]?.id);
+  await sql`
+    INSERT INTO webhook_events (user_id, type, resource, resource_id, occurred_at, snapshot, payload)
+    SELECT ${userId}, 'contact.created', 'contact', n, now() - interval '1 day' + n * interval '1 second', '{}'::jsonb, '{}'
+    FROM generate_series(1, ${RECIPIENTS}) n`.execute(db);
+  await sql`
+    INSERT INTO webhook_deliveries (endpoint_id, event_id, state, attempts, last_status, last_error, created_at, updated_at, delivered_at)
+    SELECT ${endpointId}, e.id, CASE WHEN e.resource_id % 50 = 0 THEN 'failed' ELSE 'delivered' END,
+      CASE WHEN e.resource_id % 50 = 0 THEN 3 ELSE 1 END, CASE WHEN e.resource_id % 50 = 0 THEN 500 ELSE 200 END,
+      CASE WHEN e.resource_id % 50 = 0 THEN 'HTTP 500: <h1>Internal Server Error</h1>' END, e.occurred_at, e.occurred_at,
+      CASE WHEN e.resource_id % 50 <> 0 THEN e.occurred_at END
+    FROM webhook_events e WHERE e.user_id = ${userId} ORDER BY e.id`.execute(db);
+  await sql`
+    INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error)
+    SELECT d.id, a, d.created_at + a * interval '1 second', 40 + a, d.last_status, d.last_error
+    FROM webhook_deliveries d CROSS JOIN LATERAL generate_series(1, d.attempts) a WHERE d.endpoint_id = ${endpointId}`.execute(db);
+  await sql`ANALYZE`.execute(db);
+  const { rows: middle } = await sql<{ id: number }>`
+    SELECT id FROM webhook_deliveries WHERE endpoint_id = ${endpointId} ORDER BY id OFFSET ${RECIPIENTS / 2} LIMIT 1`.execute(db);
+  return { endpointId, middleDelivery: Number(middle[0]?.id) };
+}
+
 /** The median of `rounds` timings of `run`, after two to warm up. */
 async function p50(run: () => Promise<unknown>, rounds = ROUNDS): Promise<number> {
   for (let i = 0; i < 2; i++) await run();
@@ -84,10 +115,12 @@ try {
   console.log(
     `seeded ${RECIPIENTS.toLocaleString('en-US')} contacts, an email to ${RECIPIENTS.toLocaleString('en-US')} and 50 more in ${((performance.now() - seedStart) / 1000).toFixed(1)} s (${t.config.databaseUrl ? 'PostgreSQL' : 'PGlite'})`,
   );
+  const { endpointId, middleDelivery } = await seedWebhooks(t, agent.id);
   const b = browser(t.app);
   if ((await b.signIn(agent.email, PASSWORD)).status !== 303) throw new Error('sign-in failed');
   const db = t.database.db;
   const owner = { id: agent.id };
+  const reader = rightsOf({ id: agent.id, team_id: null, roles: ['User'] });
   const totals = new CountCache();
   const since = new Date(Date.now() - 30 * 86_400_000);
   const page = (path: string) => async () => {
@@ -120,6 +153,30 @@ try {
       keyset(['bounced'], middleId),
     ],
     ['/drops', page('/drops'), '—', async () => {}],
+    [
+      '/account/settings/webhooks',
+      page('/account/settings/webhooks'),
+      'searchWebhookEndpoints',
+      () => searchWebhookEndpoints(db, owner.id, { per_page: 100 }),
+    ],
+    [
+      `/account/settings/webhooks/${endpointId}`,
+      page(`/account/settings/webhooks/${endpointId}`),
+      'recentWebhookDeliveries',
+      () => recentWebhookDeliveries(db, endpointId, reader, { limit: 21 }),
+    ],
+    [
+      `/account/settings/webhooks/${endpointId}?before=<middle>`,
+      page(`/account/settings/webhooks/${endpointId}?before=${middleDelivery}`),
+      'recentWebhookDeliveries middle',
+      () => recentWebhookDeliveries(db, endpointId, reader, { before: middleDelivery, limit: 21 }),
+    ],
+    [
+      `/account/settings/webhooks/${endpointId}?state=failed`,
+      page(`/account/settings/webhooks/${endpointId}?state=failed`),
+      'recentWebhookDeliveries failed',
+      () => recentWebhookDeliveries(db, endpointId, reader, { state: 'failed', limit: 21 }),
+    ],
   ];
   console.log(`\np50 of ${ROUNDS} requests each, in process (ms); floor: the bare statement of the page's rows, same run`);
   console.log(`${'page'.padEnd(44)} ${'p50'.padStart(7)} ${'floor'.padStart(7)} ${'×floor'.padStart(7)}  target ≤ ${TARGET_MS} ms`);
