@@ -9,6 +9,7 @@ import type { MessageKind } from '../messages/kinds.ts';
 import type { MessageView } from '../messages/message-tables.ts';
 import { searchDeliveries } from '../sending/deliveries.ts';
 import { DELIVERY_FILTERS, Delivery, type MessageCorrelation, toApiDelivery } from '../sending/delivery-listing.ts';
+import { created } from './created.ts';
 import type { App } from './fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from './paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from './schemas.ts';
@@ -79,7 +80,7 @@ export function messageRoutes<View extends MessageView<MessageRow>, Create exten
     },
     async (request, reply) => {
       const view = await kind.create(ctx, request.owner, request.body as Static<Create>);
-      return reply.code(201).header('Location', `${publicUrl}/v3/${path}/${view.row.id}`).send(toApi(view));
+      return created(reply, `${publicUrl}/v3/${path}/${view.row.id}`, toApi(view));
     },
   );
 

@@ -15,6 +15,7 @@ import {
 import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
@@ -56,7 +57,7 @@ export const contactRoutes: RoutePlugin = async (app, { database: { db }, config
     },
     async (request, reply) => {
       const contact = await createContact(db, request.owner.id, request.body, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/contacts/${contact.id}`).send(contact);
+      return created(reply, `${config.publicUrl}/v3/contacts/${contact.id}`, contact);
     },
   );
 

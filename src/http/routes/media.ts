@@ -24,6 +24,7 @@ import {
 import { openMediaStorage } from '../../media/storage.ts';
 import type { MediaStorage } from '../../media/store.ts';
 import { dropsPlayingMedia } from '../../messages/message-tables.ts';
+import { created } from '../created.ts';
 import type { App } from '../fastify-types.ts';
 import { fileResponses, sendFile } from '../media-files.ts';
 import { createFromUpload, requireJson, requireMultipart } from '../media-form.ts';
@@ -97,7 +98,7 @@ function searchAndCreateRoutes(app: App, { database: { db }, config }: AppContex
       },
       async (request, reply) => {
         const row = await make(request);
-        return reply.code(201).header('Location', `${config.publicUrl}/v3/media/${row.id}`).send(toApiMedia(row, config.publicUrl));
+        return created(reply, `${config.publicUrl}/v3/media/${row.id}`, toApiMedia(row, config.publicUrl));
       },
     );
 

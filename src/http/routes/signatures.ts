@@ -13,6 +13,7 @@ import {
 import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
@@ -53,7 +54,7 @@ export const signatureRoutes: RoutePlugin = async (app, { database: { db }, conf
     },
     async (request, reply) => {
       const row = await createSignature(db, request.owner.id, request.body, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/signatures/${row.id}`).send(toApiSignature(row));
+      return created(reply, `${config.publicUrl}/v3/signatures/${row.id}`, toApiSignature(row));
     },
   );
 

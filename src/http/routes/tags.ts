@@ -14,6 +14,7 @@ import {
 import { notFound } from '../../errors.ts';
 import { type Principal, requireReachable } from '../../identity/access.ts';
 import { Success } from '../../json-schema.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems, UserIdParams } from '../schemas.ts';
@@ -49,7 +50,7 @@ export const tagRoutes: RoutePlugin = async (app, { database: { db }, config, cl
     },
     async (request, reply) => {
       const row = await createTag(db, request.owner.id, request.body.name, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/tags/${row.id}`).send(toApiTag(row, 0));
+      return created(reply, `${config.publicUrl}/v3/tags/${row.id}`, toApiTag(row, 0));
     },
   );
 

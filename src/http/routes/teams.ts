@@ -1,4 +1,5 @@
 import { createTeam, findVisibleTeam, searchTeams, TEAM_FILTERS, Team, TeamBody, toApiTeam } from '../../identity/teams.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
@@ -13,7 +14,7 @@ export const teamRoutes: RoutePlugin = async (app, { database: { db }, config, c
     { schema: { tags, summary: 'Create a team (Administrator)', body: TeamBody, response: { 201: Team, ...errors } } },
     async (request, reply) => {
       const row = await createTeam(db, request.principal, request.body.name, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/teams/${row.id}`).send(toApiTeam(row));
+      return created(reply, `${config.publicUrl}/v3/teams/${row.id}`, toApiTeam(row));
     },
   );
 

@@ -14,6 +14,7 @@ import { notFound } from '../../errors.ts';
 import { requireRank } from '../../identity/access.ts';
 import { RANK } from '../../identity/roles.ts';
 import { Success } from '../../json-schema.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
@@ -51,7 +52,7 @@ export const templatedMessageRoutes: RoutePlugin = async (app, { database: { db 
     async (request, reply) => {
       requireRank(request.principal, RANK.Administrator, action);
       const row = await createTemplatedMessage(db, request.body, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/templated_messages/${row.id}`).send(toApiTemplatedMessage(row));
+      return created(reply, `${config.publicUrl}/v3/templated_messages/${row.id}`, toApiTemplatedMessage(row));
     },
   );
 

@@ -12,6 +12,7 @@ import {
   User,
 } from '../../identity/users.ts';
 import { resumeUserSending } from '../../sending/brakes.ts';
+import { created } from '../created.ts';
 import type { RoutePlugin } from '../fastify-types.ts';
 import { envelope, envelopeSchema, searchQuery } from '../paging.ts';
 import { AUTHENTICATED_ERRORS, IdParams, problems } from '../schemas.ts';
@@ -48,7 +49,7 @@ export const userRoutes: RoutePlugin = async (app, { database: { db }, config, c
     },
     async (request, reply) => {
       const row = await createUser(db, request.principal, request.body, clock());
-      return reply.code(201).header('Location', `${config.publicUrl}/v3/users/${row.id}`).send(toApiUser(row));
+      return created(reply, `${config.publicUrl}/v3/users/${row.id}`, toApiUser(row));
     },
   );
 
