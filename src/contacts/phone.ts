@@ -19,7 +19,21 @@ export function normalizeNanpPhone(text: string): string | null {
   // Exactly the national number, optionally behind the country code 1; "1 1 727…" is not a number.
   if (!(digits.length === 10 || (digits.length === 11 && digits.startsWith('1')))) return null;
   if (text.startsWith('+') && digits.length !== 11) return null;
-  const parsed = parsePhoneNumberFromString(digits.length === 11 ? `+${digits}` : digits, 'US');
-  if (parsed?.countryCallingCode !== '1' || !parsed.isValid()) return null;
-  return parsed.nationalNumber;
+  const number = digits.length === 11 ? `+${digits}` : digits;
+  let national = checked.get(number);
+  if (national === undefined) {
+    const parsed = parsePhoneNumberFromString(number, 'US');
+    national = parsed?.countryCallingCode === '1' && parsed.isValid() ? parsed.nationalNumber : null;
+    if (checked.size >= MAX_CHECKED) checked.clear();
+    checked.set(number, national);
+  }
+  return national;
 }
+
+/**
+ * Numbers already checked against the numbering plan, and their answers: parsing one with
+ * libphonenumber allocates about 8 kB, a twelfth of what a whole drop create does, and an
+ * owner's callback numbers are few (docs/performance.md, "Creates").
+ */
+const checked = new Map<string, string | null>();
+const MAX_CHECKED = 1_000;

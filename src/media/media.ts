@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
+import { precompiled } from '../db/precompiled.ts';
 import type { MediaRow, NewMedia } from '../db/schema.ts';
 import { type Filters, runSearch, type SearchParams } from '../db/search.ts';
 import { DomainError, type FieldErrors, notFound } from '../errors.ts';
@@ -126,15 +127,13 @@ export async function insertMedia(db: Db, media: NewMedia): Promise<MediaRow> {
   return db.insertInto('media').values(media).returningAll().executeTakeFirstOrThrow();
 }
 
-/** A live media item of one owner, e.g. to check a voicemail drop's `media_id`. */
+const ownedMedia = precompiled<[number, number], MediaRow>(2, (db, userId, id) =>
+  db.selectFrom('media').selectAll().where('user_id', '=', userId).where('id', '=', id).where('deleted_at', 'is', null),
+);
+
+/** A live media item of one owner, e.g. to check a voicemail drop's `media_id` (every drop create: compiled once). */
 export async function findOwnedMedia(db: Db, userId: number, id: number): Promise<MediaRow | undefined> {
-  return db
-    .selectFrom('media')
-    .selectAll()
-    .where('user_id', '=', userId)
-    .where('id', '=', id)
-    .where('deleted_at', 'is', null)
-    .executeTakeFirst();
+  return (await ownedMedia(db, userId, id))[0];
 }
 
 /** A live media item with what the access rule needs to know about its owner. */

@@ -2,7 +2,7 @@ import { type Insertable, type ShallowDehydrateObject, type SqlBool, sql } from 
 import { jsonBuildObject } from 'kysely/helpers/postgres';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
-import { precompiled } from '../db/precompiled.ts';
+import { precompiled, precompiledInsert } from '../db/precompiled.ts';
 import type {
   MediaRow,
   MessageStatusColumn,
@@ -277,12 +277,25 @@ export async function messageCorrelations(
   return new Map(rows.map((r) => [Number(r.id), { external_id: r.external_id, metadata: r.metadata ?? {} }]));
 }
 
+const dropInsert = precompiledInsert<VoicemailDropRow>((db, values) =>
+  db
+    .insertInto('voicemail_drops')
+    .values(values as never)
+    .returningAll(),
+);
+const emailInsert = precompiledInsert<TemplatedEmailRow>((db, values) =>
+  db
+    .insertInto('templated_emails')
+    .values(values as never)
+    .returningAll(),
+);
+
 export function insertDrop(db: Db, values: Insertable<VoicemailDropsTable>): Promise<VoicemailDropRow> {
-  return db.insertInto('voicemail_drops').values(values).returningAll().executeTakeFirstOrThrow();
+  return dropInsert(db, values);
 }
 
 export function insertEmail(db: Db, values: Insertable<TemplatedEmailsTable>): Promise<TemplatedEmailRow> {
-  return db.insertInto('templated_emails').values(values).returningAll().executeTakeFirstOrThrow();
+  return emailInsert(db, values);
 }
 
 /** The columns of a message a write is checked against: it applies only while the message still has them. */
