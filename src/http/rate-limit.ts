@@ -1,4 +1,4 @@
-import rateLimit, { type FastifyRateLimitStore } from '@fastify/rate-limit';
+import rateLimit from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { AppContext } from '../app-context.ts';
@@ -57,7 +57,7 @@ function postgresStore(db: Db, now: () => number, allotments: Map<string, Allotm
     allotment.next = count - chunk + 1;
     allotment.last = count;
   };
-  const take = async (key: string, allotment: Allotment): Promise<number> => {
+  const refillThenTake = async (key: string, allotment: Allotment): Promise<number> => {
     while (allotment.next > allotment.last) {
       allotment.fetching ??= refill(key, allotment).finally(() => {
         allotment.fetching = undefined;
@@ -66,24 +66,28 @@ function postgresStore(db: Db, now: () => number, allotments: Map<string, Allotm
     }
     return allotment.next++;
   };
-  return class PostgresStore implements FastifyRateLimitStore {
-    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number) {
-      const at = now();
-      const windowStart = at - (at % timeWindow);
-      let allotment = allotments.get(key);
-      if (!allotment || allotment.windowStart !== windowStart) {
-        allotment = { windowStart, chunk: Math.max(1, Math.floor(max / 50)), next: 1, last: 0 };
-        allotments.set(key, allotment);
-      }
-      take(key, allotment).then(
-        (current) => callback(null, { current, ttl: windowStart + timeWindow - at }),
-        (error: Error) => callback(error),
-      );
+  /**
+   * The request's number in the key's window and the window's remaining milliseconds: at once
+   * while this process holds numbers of the window (nearly always), else after a refill.
+   */
+  return (key: string, timeWindow: number, max: number): Taken | Promise<Taken> => {
+    const at = now();
+    const windowStart = at - (at % timeWindow);
+    const ttl = windowStart + timeWindow - at;
+    let allotment = allotments.get(key);
+    if (!allotment || allotment.windowStart !== windowStart) {
+      allotment = { windowStart, chunk: Math.max(1, Math.floor(max / 50)), next: 1, last: 0 };
+      allotments.set(key, allotment);
     }
-    child() {
-      return this;
-    }
+    if (allotment.next <= allotment.last) return { current: allotment.next++, ttl };
+    return refillThenTake(key, allotment).then((current) => ({ current, ttl }));
   };
+}
+
+/** As @fastify/rate-limit's stores answer: the request's number in its window, and the window's time left. */
+interface Taken {
+  current: number;
+  ttl: number;
 }
 
 interface Count {
@@ -115,21 +119,40 @@ export async function registerRateLimit(app: App, ctx: AppContext): Promise<void
     prune.unref();
     app.addHook('onClose', async () => clearInterval(prune));
   }
-  // The plugin keeps the counts; when and against what they are taken is decided below.
-  await app.register(rateLimit, {
-    global: false,
-    max: config.rateLimit,
-    timeWindow: WINDOW_MS,
-    // A count that Redis cannot keep lets the request through. One that PostgreSQL cannot keep is the
-    // request's own failure (503 database_unavailable at once): letting it through would only make it
-    // wait a second DATABASE_TIMEOUT for its own statements.
-    skipOnError: Boolean(redis),
-    ...(redis ? { redis, nameSpace: 'hopper-rate-limit-' } : { store: postgresStore(db, now, allotments) }),
-  });
-  const limiter = (policy: Count['policy'], max: number) => {
-    const take = app.createRateLimit({ max, timeWindow: WINDOW_MS, keyGenerator: (request) => keyOf(policy, request) });
-    return async (request: FastifyRequest): Promise<Count> => {
-      const result = await take(request);
+  const take = postgresStore(db, now, allotments);
+  // With Redis the plugin keeps the counts; in PostgreSQL this module does (postgresStore). When and
+  // against what they are taken is decided below.
+  if (redis) {
+    await app.register(rateLimit, {
+      global: false,
+      max: config.rateLimit,
+      timeWindow: WINDOW_MS,
+      // A count that Redis cannot keep lets the request through. One that PostgreSQL cannot keep is
+      // the request's own failure (503 database_unavailable at once): letting it through would only
+      // make it wait a second DATABASE_TIMEOUT for its own statements.
+      skipOnError: true,
+      redis,
+      nameSpace: 'hopper-rate-limit-',
+    });
+  }
+  const limiter = (policy: Count['policy'], max: number): ((request: FastifyRequest) => Count | Promise<Count>) => {
+    const counted = ({ current, ttl }: Taken): Count => ({
+      policy,
+      max,
+      remaining: Math.max(0, max - current),
+      resetSeconds: Math.ceil(ttl / 1000),
+      exceeded: current > max,
+    });
+    if (!redis) {
+      // A request's number is taken without a promise while the process holds numbers of the window.
+      return (request) => {
+        const taken = take(keyOf(policy, request), WINDOW_MS, max);
+        return taken instanceof Promise ? taken.then(counted) : counted(taken);
+      };
+    }
+    const viaPlugin = app.createRateLimit({ max, timeWindow: WINDOW_MS, keyGenerator: (request) => keyOf(policy, request) });
+    return async (request) => {
+      const result = await viaPlugin(request);
       if (result.isAllowed) return { policy, max, remaining: max, resetSeconds: 0, exceeded: false };
       return { policy, max, remaining: result.remaining, resetSeconds: result.ttlInSeconds, exceeded: result.isExceeded };
     };
