@@ -29,7 +29,11 @@ export interface PreparedEmail {
 }
 
 type Person = Pick<ClaimedDelivery, 'first_name' | 'last_name'>;
-type Content = Pick<PreparedEmail, 'message' | 'signatureHtml'>;
+/** What an email's content is made of: the message's words and its signature. */
+type Content = {
+  message: Pick<TemplatedEmailRow, 'subject' | 'greeting_with_first_name' | 'greeting_without_first_name' | 'body' | 'closing' | 'ps_line'>;
+  signatureHtml: string | null;
+};
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 /** Text as HTML that shows it as it is, in an element or an attribute's quotes. */
@@ -120,16 +124,7 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
     ? `mailto:u-${tokens.signForAddress('unsubscribe', delivery.id)}@${inboundDomain}?subject=unsubscribe`
     : `mailto:unsubscribe@${prepared.domain}?subject=unsubscribe-${links.unsubscribeToken}`;
   const postal = sender.postalAddress?.trim() ?? '';
-
-  const content = composeHtml(prepared, delivery);
-  const html = [
-    rewriteLinks(content, (index) => links.click(index)),
-    postal ? `<p style="font-size:12px;color:#6b6b6b">${escapeHtml(postal).replace(/\r?\n/g, '<br>')}</p>` : '',
-    `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links.unsubscribe}">Unsubscribe</a>.</p>`,
-    prepared.trackOpens !== true ? '' : `<img src="${links.open}" width="1" height="1" alt="">`,
-  ]
-    .filter(Boolean)
-    .join('\n');
+  const html = emailHtml(prepared, delivery, postal, links, prepared.trackOpens === true);
 
   const greeting = delivery.first_name?.trim() ? message.greeting_with_first_name : message.greeting_without_first_name;
   const fill = (text: string, asHtml: boolean) => fillMergeTags(text, delivery, asHtml);
@@ -173,6 +168,37 @@ export function renderEmail(prepared: PreparedEmail, delivery: ClaimedDelivery):
       ...relayHeaders(prepared.relay, delivery.id),
     },
   };
+}
+
+/**
+ * The HTML a recipient sees: the composed content (its links through the click redirect when
+ * tracked), the postal address, the unsubscribe line and, with TRACK_OPENS, the open pixel.
+ */
+function emailHtml(
+  content: Content,
+  person: Person,
+  postal: string,
+  links: ReturnType<typeof trackingLinks> | undefined,
+  trackOpens: boolean,
+): string {
+  const composed = composeHtml(content, person);
+  return [
+    links ? rewriteLinks(composed, (index) => links.click(index)) : composed,
+    postal ? `<p style="font-size:12px;color:#6b6b6b">${escapeHtml(postal).replace(/\r?\n/g, '<br>')}</p>` : '',
+    `<p style="font-size:12px;color:#6b6b6b">Don't want these emails? <a href="${links?.unsubscribe ?? '#unsubscribe'}">Unsubscribe</a>.</p>`,
+    links && trackOpens ? `<img src="${links.open}" width="1" height="1" alt="">` : '',
+  ]
+    .filter(Boolean)
+    .join('\n');
+}
+
+/**
+ * An email as a recipient will see it before it is sent (the compose page's Preview): what
+ * `renderEmail` writes for `person`, without the tracking no delivery exists for yet — its links
+ * as written, the unsubscribe link inert.
+ */
+export function previewEmail(content: Content, person: Person, postalAddress: string | null): { subject: string; html: string } {
+  return { subject: subjectFor(content.message, person), html: emailHtml(content, person, postalAddress?.trim() ?? '', undefined, false) };
 }
 
 /**

@@ -13,6 +13,7 @@ import { CSRF_FIELD, SIGN_IN_COOKIE, tokensMatch } from './csrf.ts';
 import { homePages } from './home.ts';
 import { composePages } from './pages/compose.ts';
 import { dropComposePages } from './pages/compose-drops.ts';
+import { composePreviewPage } from './pages/compose-preview.ts';
 import { contactImportPages } from './pages/contact-import.ts';
 import { contactPages } from './pages/contacts.ts';
 import { dashboardPage } from './pages/dashboard.ts';
@@ -152,6 +153,7 @@ async function webPages(web: App, ctx: AppContext): Promise<void> {
   await suppressionPages(web, ctx);
   await userPages(web, ctx);
   await composePages(web, ctx);
+  await composePreviewPage(web, ctx);
   await dropComposePages(web, ctx);
   await webhookPages(web, ctx);
 }

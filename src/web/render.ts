@@ -64,6 +64,23 @@ export function sendPage(reply: FastifyReply, view: string, data: PageData, stat
   return reply.code(status).header('Cache-Control', 'no-store').type('text/html; charset=utf-8').send(html);
 }
 
+/**
+ * An email's HTML for a preview frame: its own CSP makes it a sandbox (no script, no forms, no top
+ * navigation, an opaque origin) that only Hopper's own pages may frame; inline styles, which email
+ * HTML lives on, are allowed in it alone.
+ */
+export function sendSandboxed(reply: FastifyReply, html: string): FastifyReply {
+  return reply
+    .header(
+      'Content-Security-Policy',
+      "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; frame-ancestors 'self'",
+    )
+    .header('X-Frame-Options', 'SAMEORIGIN')
+    .header('Cache-Control', 'no-store')
+    .type('text/html; charset=utf-8')
+    .send(html);
+}
+
 /** A page that only says what happened and where to go next (errors, expired forms). */
 export function sendMessage(
   reply: FastifyReply,

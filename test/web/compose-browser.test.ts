@@ -12,7 +12,7 @@ import {
   skipBrowser,
   startBrowserRun,
 } from './support/browser.ts';
-import { setPassword } from './web-client.ts';
+import { browser, setPassword } from './web-client.ts';
 
 const PASSWORD = 'compose browser passphrase';
 
@@ -58,7 +58,7 @@ test('in a real browser: /emails/new filled by its labels is found by the API; a
     await page.getByText('Saved as a draft.').waitFor();
     assert.equal(await page.getByLabel('Subject').inputValue(), saved.subject, 'the edit page shows what the API has');
     assert.ok(await page.getByRole('group', { name: 'Recipients: tags' }).getByLabel('Buyers').isChecked());
-    assert.equal(await page.locator('iframe[sandbox]').getAttribute('src'), `/emails/${id}/preview`);
+    assert.equal(await page.locator('iframe[sandbox][src]').getAttribute('src'), `/emails/${id}/preview`);
     await assertInert(page);
     await assertAccessible(page, 'the edit page');
 
@@ -88,6 +88,22 @@ test('in a real browser: /emails/new filled by its labels is found by the API; a
       .getByRole('group', { name: 'Recipients: contacts' })
       .getByLabel(/pat@example\.com/)
       .check();
+    // Preview before saving: the email as Pat will see it, in the sandboxed frame; the form keeps
+    // what was typed and nothing is saved.
+    const before = (await api.get(`/v3/users/${agent.id}/templated_emails`)).body.meta.total;
+    await plain.getByLabel('Body', { exact: true }).fill(`<p>Just for you, {{first_name}}: 5 % less.</p>${HOSTILE.script}`);
+    await plain.getByRole('button', { name: 'Preview' }).click();
+    const preview = plain.frameLocator('iframe[name="email-preview"]');
+    await preview.getByText('Just for you, Pat: 5 % less.').waitFor();
+    await preview.getByText('Hi Pat,').waitFor();
+    await preview.getByText('Subject: Price drop').waitFor();
+    assert.equal(await preview.locator('script').count(), 0, 'the body cleaned as saving cleans it');
+    assert.equal(await plain.getByLabel('Subject').inputValue(), 'Price drop', 'the form keeps what was typed');
+    assert.match(await plain.getByLabel('Body', { exact: true }).inputValue(), /^<p>Just for you, \{\{first_name\}\}/);
+    assert.equal(plain.url(), `${base}/emails/new`);
+    assert.equal((await api.get(`/v3/users/${agent.id}/templated_emails`)).body.meta.total, before, 'nothing saved');
+    await assertFitsWidth(plain);
+    await plain.getByLabel('Body', { exact: true }).fill('');
     await plain.getByRole('button', { name: 'Save' }).click();
     const summary = plain.getByRole('alert').filter({ hasText: 'There is a problem' });
     await summary.getByRole('link', { name: /^Body / }).click();
@@ -110,6 +126,17 @@ test('in a real browser: /emails/new filled by its labels is found by the API; a
       found.recipients.map((r: { group: string; value: number }) => [r.group, r.value]),
       [['Contacts', pat.body.id]],
     );
+
+    // The preview's own document is a sandbox; without the form's token it is refused.
+    const http = browser(t.app);
+    await http.signIn(agent.email, PASSWORD);
+    await http.get('/emails/new');
+    const framed = await http.post('/emails/preview', { subject: 'Hello {{first_name}}', body: '<p onclick="x()">Hi</p>' });
+    assert.equal(framed.status, 200);
+    assert.match(String(framed.headers['content-security-policy']), /^sandbox; default-src 'none'/);
+    assert.match(framed.html, /Subject: <strong>Hello Pat<\/strong>/);
+    assert.match(framed.html, /<p>Hi<\/p>/, 'the handler removed');
+    assert.equal((await http.post('/emails/preview', { subject: 'x', _csrf: '' })).status, 403);
 
     // The access rule: another team's User gets 403, the agent's Team Administrator acting for them sees it.
     const outsider = await run.newPage({ javaScript: false });

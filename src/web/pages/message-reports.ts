@@ -15,7 +15,7 @@ import { COUNTERS, type Counter, type Reporting } from '../../messages/reporting
 import { deliveryTimeline, type RecipientRow, recipientsAfter } from '../../sending/deliveries.ts';
 import { DELIVERY_STATES } from '../../sending/delivery-states.ts';
 import { funnelChart, lineChart } from '../charts.ts';
-import { formatForUser, PAGE_SCHEMA, sendPage } from '../render.ts';
+import { formatForUser, PAGE_SCHEMA, sendPage, sendSandboxed } from '../render.ts';
 import { toSignIn, type Viewer } from '../viewer.ts';
 import { COUNTER_LABELS, DROP_PAGES, EMAIL_PAGES, type PageKind } from './message-kinds.ts';
 
@@ -269,9 +269,7 @@ class TimelineCache {
 
 /**
  * `/emails/{id}/preview`: the email as a recipient without a first name sees it, for the report's
- * frame. Its own CSP makes it a sandbox (no script, no forms, no top navigation, an opaque origin)
- * that may only be framed by Hopper's own pages; inline styles, which email HTML lives on, are
- * allowed in it alone.
+ * frame, sandboxed (`sendSandboxed`).
  */
 function emailPreview(web: App, { database: { db } }: AppContext): void {
   web.get('/emails/:id/preview', { schema: { ...PAGE_SCHEMA, params: ReportParams } }, async (request, reply) => {
@@ -283,14 +281,6 @@ function emailPreview(web: App, { database: { db } }: AppContext): void {
       row.signature_id === null ? null : ((await findSignatureBody(db, row.user_id, row.signature_id, { evenDeleted: true })) ?? null);
     const person = { first_name: null, last_name: null };
     const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(subjectFor(row, person))}</title></head><body>${composeHtml({ message: row, signatureHtml }, person)}</body></html>`;
-    return reply
-      .header(
-        'Content-Security-Policy',
-        "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; frame-ancestors 'self'",
-      )
-      .header('X-Frame-Options', 'SAMEORIGIN')
-      .header('Cache-Control', 'no-store')
-      .type('text/html; charset=utf-8')
-      .send(html);
+    return sendSandboxed(reply, html);
   });
 }
