@@ -52,6 +52,7 @@ describe('the webhook pages in a browser', { skip: skipBrowser }, () => {
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     await page.getByRole('link', { name: 'Events must have at least 1 items.' }).waitFor();
     assert.equal(await page.getByLabel('URL').inputValue(), receiver.url, 'what was typed is kept');
+    await assertFitsWidth(page);
     await page.getByLabel('contact.created').check();
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     const secret = await page.getByLabel('Signing secret').inputValue();
