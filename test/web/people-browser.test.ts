@@ -78,6 +78,26 @@ test('in a real browser: replies, a contact’s history and lifting a bounce fro
     assert.match((await page.locator('[data-held]').textContent()) ?? '', /day’s forwards/);
     await assertInert(page);
     await assertAccessible(page, '/replies');
+    // The held reply's Release and Discard: each a confirmation page first.
+    await page.getByRole('link', { name: /^Release the reply/ }).click();
+    await page.getByRole('heading', { name: 'Release this reply?' }).waitFor();
+    await assertInert(page);
+    await assertAccessible(page, 'the Release confirmation');
+    await page.goto(`${base}/`);
+    await assertAccessible(page, 'the dashboard, with sender health');
+    const held = await run.newPage({ javaScript: false, width: 375 });
+    await signIn(held, base, agent.email, PASSWORD, '/replies');
+    await held.getByRole('link', { name: /^Discard the reply/ }).click();
+    await held.getByRole('heading', { name: 'Discard this reply?' }).waitFor();
+    await assertFitsWidth(held);
+    await held.getByRole('button', { name: 'Discard it' }).click();
+    await held.getByText('The reply was discarded: it will never be forwarded.').waitFor();
+    await held
+      .locator('[data-decided]')
+      .getByText(/^Discarded /)
+      .waitFor();
+    assert.equal(await held.getByRole('link', { name: /^Release the reply/ }).count(), 0, 'decided: no Release any more');
+    await assertFitsWidth(held);
 
     await page.goto(`${base}/contacts`);
     await assertInert(page);
