@@ -31,8 +31,9 @@ const ALL = ['test/**/*.test.ts', 'clients/typescript/test/*.test.ts', 'clients/
 /**
  * Files that come out the same whichever database `npm test` is given: they open none, always run
  * Hopper on PGlite or on a PostgreSQL cluster of their own, or judge something the database has
- * no part in (the CLI, the typed client, an email's content, the OpenAPI document and the docs).
- * `--both` runs them on PGlite only.
+ * no part in (the CLI, the typed client, an email's content and signature, the OpenAPI document,
+ * the docs, TLS and HTTP hardening, addresses and URLs). `--both` runs them on PGlite only; the
+ * database work their apps do is the same as other files' that run on both.
  */
 const SAME_ON_EVERY_DATABASE = [
   // No database.
@@ -54,8 +55,15 @@ const SAME_ON_EVERY_DATABASE = [
   'test/docs/readme.test.ts',
   'test/security/graceful-stop.test.ts',
   'test/db/outage.test.ts',
-  // The database is not what they judge.
+  // The database is not what they judge: an email's content and signature, the OpenAPI document,
+  // TLS, headers and the HTTP parser, the proxy's address, the URLs Hopper connects to, SES topics.
   'test/email/spamassassin.test.ts',
+  'test/email/dkim.test.ts',
+  'test/http/tls-and-proxy.test.ts',
+  'test/http/hardening.test.ts',
+  'test/security/proxy-address.test.ts',
+  'test/security/outbound-urls.test.ts',
+  'test/security/ses-topics.test.ts',
   'test/http/openapi.test.ts',
   'test/http/generated-client.test.ts',
   'clients/typescript/test/client.test.ts',
