@@ -96,11 +96,23 @@ describe('the webhook pages', () => {
     assert.doesNotMatch(list.html, /<script>alert|<img src=x/);
     assert.equal((await b.post(WEBHOOKS, { url: receiver.url, events: 'contact.created', _csrf: '' })).status, 403);
 
-    // Signed with the secret shown: a test event verifies with it.
+    // A new secret, shown once as the first was; both sign for a day.
+    const rotated = await b.post(`${WEBHOOKS}/${id}/rotate`);
+    assert.equal(rotated.location, `${WEBHOOKS}/${id}`);
+    const after = await b.get(`${WEBHOOKS}/${id}`);
+    const second = /id="new-secret"[^>]*value="(whsec_[^"]+)"/.exec(after.html)?.[1];
+    assert.ok(second && second !== secret, 'a new secret, shown');
+    assert.match(after.html, /<dt>Previous secret<\/dt><dd>Signs beside the current one until /);
+    assert.ok((await asKey(t.app, agent.key).get(`/v3/webhooks/${id}`)).body.previous_secret_expires_at);
+    assert.doesNotMatch((await b.get(`${WEBHOOKS}/${id}`)).html, /whsec_/);
+
+    // Signed with the secrets shown: a test event verifies with either.
     await b.post(`${WEBHOOKS}/${id}/test`);
     const post = await waitFor('the test event', () => receiver.received[0]);
-    const event = new Webhook(secret).verify(post.body, post.headers as Record<string, string>) as { type: string };
-    assert.equal(event.type, 'webhook.test');
+    for (const key of [secret, second]) {
+      const event = new Webhook(key).verify(post.body, post.headers as Record<string, string>) as { type: string };
+      assert.equal(event.type, 'webhook.test');
+    }
   });
 
   test('test, disable, enable, resend one and since a time, delete: each a POST answered with a redirect, as the API does it', async () => {
@@ -211,7 +223,7 @@ describe('the webhook pages', () => {
     assert.match(tab.html, /A cancelled account cannot add endpoints/);
     assert.equal((await b.post(WEBHOOKS, { url: receiver.url, events: 'contact.created' })).status, 403);
     await b.get(`${WEBHOOKS}/${made.body.id}`);
-    for (const action of ['test', 'disable', 'resend']) {
+    for (const action of ['test', 'disable', 'resend', 'rotate']) {
       assert.equal((await b.post(`${WEBHOOKS}/${made.body.id}/${action}`, { since: '2020-01-01T00:00' })).status, 403, action);
     }
     assert.equal((await b.post(`${WEBHOOKS}/${made.body.id}/delete`)).status, 303);
@@ -226,7 +238,7 @@ describe('the webhook pages', () => {
     await outsider.get(WEBHOOKS);
     assert.doesNotMatch((await outsider.get(WEBHOOKS)).html, new RegExp(`data-endpoint="${id}"`));
     for (const path of [`${WEBHOOKS}/${id}`, `${WEBHOOKS}/${id}/delete`]) assert.equal((await outsider.get(path)).status, 403, path);
-    for (const action of ['test', 'disable', 'enable', 'resend', 'delete', `deliveries/${delivery}/resend`]) {
+    for (const action of ['test', 'disable', 'enable', 'resend', 'rotate', 'delete', `deliveries/${delivery}/resend`]) {
       assert.equal((await outsider.post(`${WEBHOOKS}/${id}/${action}`, { since: '2020-01-01T00:00' })).status, 403, action);
     }
     assert.equal((await asKey(t.app, agent.key).get(`/v3/webhooks/${id}`)).body.enabled, true, 'nothing changed');

@@ -107,6 +107,8 @@ export async function endpointPage(
       failingSince: at(row.failing_since),
       pausedUntil: at(row.paused_until),
       created: at(row.created_at),
+      previousSecretEnds:
+        row.previous_secret_expires_at && row.previous_secret_expires_at > ctx.clock() ? at(row.previous_secret_expires_at) : '',
       notice: o.notice ?? null,
       secret: o.secret ?? null,
       resendNext: resendNext ?? null,

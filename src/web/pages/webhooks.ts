@@ -15,6 +15,7 @@ import {
   queueTestEvent,
   reachableWebhookEndpoint,
   resendToEndpoint,
+  rotateWebhookSecret,
   searchWebhookEndpoints,
   toApiWebhookEndpoint,
   updateWebhookEndpoint,
@@ -174,6 +175,19 @@ function endpointRoutes(web: App, ctx: AppContext): void {
     const outcome = await submitForm({}, RESEND_LABELS, () => queueTestEvent(db, row, ctx.clock()));
     if (!outcome.ok) return show(reply, viewer, row.id, { actionForm: outcome.form }, 422);
     return noticeAndBack(reply, ctx, viewer, row.id, `A test event was queued (delivery ${outcome.result}); it is listed below.`);
+  });
+
+  // A new secret, shown once as a new endpoint's is; the old one keeps signing alongside it for a day.
+  web.post(`${WEBHOOKS}/:id/rotate`, { schema: { ...PAGE_SCHEMA, params: EndpointParams } }, async (request, reply) => {
+    const viewer = request.viewer;
+    if (!viewer) return toSignIn(request, reply);
+    refuseCancelled(viewer.session, CANCELLED_MAY);
+    const { row } = await found(viewer, request.params.id);
+    const rotated = await rotateWebhookSecret(db, row, ctx.clock());
+    request.log.info({ userId: viewer.session.user.id, endpointId: row.id }, 'webhook secret rotated from the web');
+    const notice =
+      'A new secret signs the posts from now on; the old one signs beside it for 24 hours, while your receiver moves to the new one.';
+    return noticeAndBack(reply, ctx, viewer, row.id, notice, { newSecret: { endpointId: row.id, secret: rotated.secret } });
   });
 
   resendRoutes(web, ctx, found, show);
