@@ -2,6 +2,7 @@ import type { Db } from '../db/database.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { RefusedImportRow } from '../db/schema.ts';
 import { DomainError, type FieldErrors } from '../errors.ts';
+import { realTimeMs } from '../time.ts';
 import { CONTACT_COLUMNS, type ContactColumn, columnFields, readMapping, readText, rowBody } from './csv-file.ts';
 import { importContacts, previewCsv, readCsv } from './import.ts';
 
@@ -22,6 +23,9 @@ const IMPORT_KEPT_DAYS = 7;
  * may be started again, which is safe, as importing a file again creates nothing twice.
  */
 const IMPORT_STALLED_MS = 2 * 60_000;
+
+/** How often a running import records how far it has come. */
+const PROGRESS_EVERY_MS = 1000;
 
 /** A field a column may be mapped to, or none. */
 export type ColumnChoice = ContactColumn | 'ignore';
@@ -171,7 +175,7 @@ export async function startImport(db: Db, row: ContactImport, now: Date): Promis
 
 /**
  * Runs a started import to its end: the kept file read with its mapping and imported by
- * `importContacts` (the API's, with its row check), the rows done recorded after each batch; then
+ * `importContacts` (the API's, with its row check), the rows done recorded as batches are written; then
  * the counts and the refused rows (line, field, the value there, the API's words), the file
  * dropped. A file that cannot be imported ends the import as failed, with why.
  */
@@ -186,7 +190,11 @@ export async function runImport(
   try {
     if (!kept.file) throw new DomainError('conflict', 'The file of this import is no longer kept; upload it again.');
     const { rows } = await readCsv(readText(kept.file), mappingOf(kept));
+    // Recorded once a second at most: on PGlite every statement waits for the one connection.
+    let recorded = realTimeMs();
     const progress = async (done: number) => {
+      if (realTimeMs() - recorded < PROGRESS_EVERY_MS) return;
+      recorded = realTimeMs();
       await db.updateTable('contact_imports').set({ rows_done: done, updated_at: clock() }).where('id', '=', id).execute();
     };
     const result = await importContacts(db, kept.user_id, rows, check, [], clock(), { ...options, progress });

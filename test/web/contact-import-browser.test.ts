@@ -110,7 +110,7 @@ test('in a real browser: the Google export uploaded, previewed, imported, its re
     await plain.waitForURL(/\/contacts\/import\/\d+$/);
     await plain
       .getByRole('alert')
-      .getByRole('link', { name: /^The columns none of its columns/ })
+      .getByRole('link', { name: /^The columns cannot be imported as mapped: none of its columns/ })
       .waitFor();
     await assertInert(plain);
     await assertFitsWidth(plain);

@@ -190,7 +190,10 @@ describe('the contact import pages', () => {
     const preview = await b.get(path);
     assert.ok(!preview.html.includes(HOSTILE.script) && !preview.html.includes('<img src=x'), 'escaped');
     assert.match(preview.html, /&lt;script&gt;/);
-    assert.match(preview.html, /<li><a href="#columns">The columns none of its columns \(Vorname, Adresse\)/);
+    assert.match(
+      preview.html,
+      /<li><a href="#columns">The columns cannot be imported as mapped: none of its columns \(Vorname, Adresse\) is one of first_name, [^<]* or a name they go by\. Choose the field of each column below\.<\/a><\/li>/,
+    );
     const refused = await b.post(path, { column_0: 'ignore', column_1: 'ignore', action: 'import' });
     assert.equal(refused.status, 422);
     assert.match(refused.html, /href="#columns"/);

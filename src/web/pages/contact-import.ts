@@ -64,6 +64,14 @@ const CANCELLED_MAY = 'read its imports, not import contacts';
 
 const fieldWords = (field: string) => FIELD_WORDS[field.split('.')[0] ?? ''] ?? field;
 
+/** Why the columns cannot be imported, in the API's words less its hints at its `column` parameter. */
+function columnsMessage(message: string): string {
+  const why = message
+    .replace(/; map them with \?column=NAME:field$/, '')
+    .replace(/ \(name each field once, or map one of them with \?column=NAME:ignore\)$/, '');
+  return `The columns cannot be imported as mapped: ${why}. Choose the field of each column below.`;
+}
+
 /** A refused row in words: its line, the field's name, the value there and the API's message as a sentence. */
 function refusedWords(r: RefusedImportRow) {
   const label = fieldWords(r.field);
@@ -140,7 +148,7 @@ async function sendImportPage(reply: FastifyReply, ctx: AppContext, viewer: View
   const row = await foundImport(ctx, viewer, id);
   const preview = importPreview(row);
   const progress = importProgress(row, ctx.clock());
-  const errors = [...form.errors, ...preview.errors.map((message) => ({ field: 'columns', message: `The columns ${message}.` }))];
+  const errors = [...form.errors, ...preview.errors.map((message) => ({ field: 'columns', message: columnsMessage(message) }))];
   const mapped = COLUMN_CHOICES.filter((f) => f !== 'ignore' && preview.columns.some((c) => c.field === f));
   return sendPage(
     reply,
@@ -161,7 +169,6 @@ async function sendImportPage(reply: FastifyReply, ctx: AppContext, viewer: View
       refusedRows: new Set((row.refused ?? []).map((r) => r.line)).size,
       refusedReasons: row.refused?.length ?? 0,
       at: formatForUser(row.updated_at, viewer.owner.time_zone),
-      fieldWords,
     },
     status,
   );
