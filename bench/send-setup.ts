@@ -20,9 +20,9 @@ export interface Worker {
 }
 
 /** Hopper (`node src/main.ts`) with `npm start`'s Node flags and environment plus `env`; ready once its sending engine has started. */
-export function startWorker(env: Record<string, string>, index: number): Worker {
-  // As `npm start` runs it: its Node flags and environment (package.json), then any of the bench's own.
-  const start = npmStart();
+export function startWorker(env: Record<string, string>, index: number, without?: string): Worker {
+  // As `npm start` runs it: its Node flags and environment (package.json) but `without`, then any of the bench's own.
+  const start = npmStart(without);
   const args = [...start.args, ...(process.env.BENCH_WORKER_FLAGS ?? '').split(' ').filter(Boolean)];
   const child = spawn(process.execPath, [...args, MAIN], {
     env: { ...process.env, ...start.env, ...env },

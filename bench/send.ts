@@ -16,6 +16,7 @@ import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import type { ClaimedDelivery } from '../src/sending/deliveries.ts';
 import { scheduleNow, seedBulkSend } from '../test/sending/support/bulk-send.ts';
 import { cpuMeter } from './cpu.ts';
+import { npmStartSettings } from './npm-start.ts';
 import { freePort, METRICS_TOKEN, memorySampler, peakRssMb, startWorker, type Worker } from './send-setup.ts';
 import { type Sink, startSink } from './sink.ts';
 
@@ -142,6 +143,7 @@ async function hopper(
   workerCount: number,
   dkim?: 'rsa' | 'ed25519',
   role: 'worker' | 'all' = 'worker',
+  without?: string,
 ): Promise<RunResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hopper-bench-'));
   const schema = `bench_${randomBytes(5).toString('hex')}`;
@@ -172,7 +174,7 @@ async function hopper(
       SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
       SMTP_MAX_CONNECTIONS: String(CONNECTIONS),
     };
-    for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1));
+    for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1, without));
     await Promise.all(workers.map((w) => w.ready));
     const before = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
     const sampler = role === 'all' ? memorySampler(workerEnv.PORT as string) : undefined;
@@ -208,7 +210,7 @@ async function hopper(
     return {
       label:
         role === 'all'
-          ? 'Hopper, npm start (ROLE=all)'
+          ? `Hopper, npm start (ROLE=all)${without ? ` without ${without}` : ''}`
           : `Hopper, ${workerCount} worker${workerCount > 1 ? 's' : ''}${dkim ? `, DKIM ${dkim === 'rsa' ? 'RSA-2048' : 'Ed25519'}` : ''}`,
       rssBeforeMb: before,
       n,
@@ -226,6 +228,38 @@ async function hopper(
     await database.close();
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+const FLAG_TURNS = Number(process.env.BENCH_FLAG_TURNS ?? 3);
+
+/**
+ * What each setting of `npm start` (package.json's start script: a Node flag or a variable) costs
+ * and saves: the ROLE=all send of ALL_CONTACTS with every setting, then without that one, in
+ * FLAG_TURNS turns; the throughput ratio (without ÷ with: above 1 means the setting costs) and the
+ * peak RSS of each, medians of the turns.
+ */
+async function costOfEachSetting(sink: Sink): Promise<string[]> {
+  const lines: string[] = [];
+  const mid = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+  const only = process.env.BENCH_FLAGS?.split(',');
+  for (const setting of npmStartSettings().filter((name) => !only || only.includes(name))) {
+    const ratios: number[] = [];
+    const peaks: { with: number[]; without: number[] } = { with: [], without: [] };
+    for (let turn = 0; turn < FLAG_TURNS; turn++) {
+      const all = await hopper(sink, ALL_CONTACTS, 1, undefined, 'all');
+      const less = await hopper(sink, ALL_CONTACTS, 1, undefined, 'all', setting);
+      show(all);
+      show(less);
+      ratios.push(less.perSecond / all.perSecond);
+      peaks.with.push(all.peakRssMb[0] ?? 0);
+      peaks.without.push(less.peakRssMb[0] ?? 0);
+    }
+    lines.push(
+      `  ${setting.padEnd(26)} send without ÷ with ${mid(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')}); ` +
+        `peak RSS ${mid(peaks.with).toFixed(0)} MB with, ${mid(peaks.without).toFixed(0)} MB without`,
+    );
+  }
+  return lines;
 }
 
 function show(result: RunResult): void {
@@ -247,6 +281,7 @@ async function main(): Promise<void> {
   console.log(`load average (1 min) at the start: ${loadavg()[0]!.toFixed(2)} on ${availableParallelism()} cores`);
   const sink = await startSink();
   const results: Record<string, RunResult> = {};
+  let flagCosts: string[] = [];
   try {
     const runs: [string, () => Promise<RunResult>][] = [
       ['baseline', () => baseline(sink, CONTACTS)],
@@ -263,6 +298,7 @@ async function main(): Promise<void> {
       results[name] = await run();
       show(results[name]);
     }
+    if (RUNS.has('flags')) flagCosts = await costOfEachSetting(sink);
   } finally {
     sink.stop();
   }
@@ -318,6 +354,8 @@ async function main(): Promise<void> {
   // Other work on the machine skews every figure: say how busy it was.
   console.log(`\nload average (1 min) at the end: ${loadavg()[0]!.toFixed(2)} on ${availableParallelism()} cores`);
   for (const [text, pass] of verdicts) console.log(`${pass ? 'PASS' : 'MISS'}  ${text}`);
+  if (flagCosts.length)
+    console.log(`\nwhat each setting of npm start costs and saves (${FLAG_TURNS} turns each, the median):\n${flagCosts.join('\n')}`);
 }
 
 main().catch((error: unknown) => {
