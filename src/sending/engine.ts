@@ -87,6 +87,11 @@ export class SendingEngine {
     this.#handOvers = new Slots(settings.sendConcurrency);
   }
 
+  /** The process's hand-over slots, shared by every batch it runs (send-batch.ts). */
+  get handOvers(): Slots {
+    return this.#handOvers;
+  }
+
   get #db(): Db {
     return this.#deps.database.db;
   }

@@ -54,6 +54,11 @@ export class Slots {
     this.#free = size;
   }
 
+  /** Slots free now: the size once every slot taken has been given back. */
+  get free(): number {
+    return this.#free;
+  }
+
   async acquire(): Promise<() => void> {
     if (this.#free > 0) this.#free--;
     else await new Promise<void>((resolve) => this.#queue.push(resolve));
@@ -126,10 +131,13 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
       // A hand-over slot of the process, taken at the last moment before the provider accepts
       // (the channel calls handOver: an SMTP message waits at its final dot) and held until the
       // outcome is on disk (see ctx.handOvers). The exchange of the lane's next message overlaps
-      // the record of this one.
-      let release: (() => void) | undefined;
-      const handOver = async () => {
-        release ??= await ctx.handOvers.acquire();
+      // the record of this one. The channel may not wait for the slot (SMTP asks for it and goes on
+      // with the envelope), so the slot asked for is kept as its promise: a send that ends before
+      // it comes (refused, dropped) gives it back when it does, or it would be lost to the process.
+      let slot: Promise<() => void> | undefined;
+      const takeSlot = () => (slot ??= ctx.handOvers.acquire());
+      const handOver: HandOver = async () => {
+        await takeSlot();
       };
       try {
         // A contact who unsubscribed (or bounced, or complained) since the recipients were resolved
@@ -139,22 +147,21 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
             ? await deliverSafely(ctx.channel, ctx.prepared, delivery, handOver)
             : { kind: 'cancelled', reason: `the contact is ${delivery.contact_status} now` };
         if (outcome.kind === 'sent') {
-          await handOver(); // a channel that does not stage: the slot is taken now
-          const slot = release;
-          release = undefined;
+          const release = await takeSlot(); // a channel that does not stage: the slot is taken now
+          slot = undefined;
           const recorded = recorder
             .add({ id: delivery.id, attempts: delivery.attempts, providerMessageId: outcome.providerMessageId ?? null })
             .then(() => {
               unrecorded.delete(delivery.id);
             });
           // A failure to record for good is thrown by room() and drain().
-          recording.push(recorded.finally(() => slot?.()).catch(() => {}));
+          recording.push(recorded.finally(release).catch(() => {}));
         } else {
           await whileDatabaseAway(() => recordOther(ctx, delivery, outcome));
           unrecorded.delete(delivery.id);
         }
       } finally {
-        release?.();
+        slot?.then((release) => release());
       }
     }
   };
