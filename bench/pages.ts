@@ -1,13 +1,16 @@
 import { sql } from 'kysely';
+import { findContact, searchContacts, suppressedContactsAfter } from '../src/contacts/contacts.ts';
 import { CountCache } from '../src/db/search.ts';
 import { searchEmails } from '../src/email/templated-emails.ts';
 import { rightsOf } from '../src/identity/access.ts';
+import { searchUsers } from '../src/identity/users.ts';
+import { repliesBefore } from '../src/inbound/replies.ts';
 import { dailyCounters } from '../src/messages/message-tables.ts';
-import { recipientsAfter } from '../src/sending/deliveries.ts';
+import { deliveriesToContact, recipientsAfter } from '../src/sending/deliveries.ts';
 import { DELIVERY_STATES } from '../src/sending/delivery-states.ts';
 import { recentWebhookDeliveries } from '../src/webhooks/deliveries.ts';
 import { searchWebhookEndpoints } from '../src/webhooks/endpoints.ts';
-import { createUser } from '../test/support/factories.ts';
+import { createTeam, createUser } from '../test/support/factories.ts';
 import { startTestApp, type TestApp } from '../test/support/test-app.ts';
 import { browser, setPassword } from '../test/web/web-client.ts';
 
@@ -58,11 +61,39 @@ async function seed(t: TestApp, userId: number): Promise<{ emailId: number; midd
       count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE state = 'bounced'), count(*) FILTER (WHERE state = 'bounced'),
       count(*) FILTER (WHERE state = 'dropped'), 0
     FROM deliveries WHERE user_id = ${userId} GROUP BY message_id, id % 16`.execute(db);
+  await seedRepliesAndSuppressions(t, userId, emailId);
   await sql`ANALYZE`.execute(db);
   const { rows: ids } = await sql<{ middle: number; last: number }>`
     SELECT (SELECT id FROM deliveries WHERE message_id = ${emailId} ORDER BY id OFFSET ${RECIPIENTS / 2} LIMIT 1) AS middle,
            (SELECT max(id) - 60 FROM deliveries WHERE message_id = ${emailId}) AS last`.execute(db);
   return { emailId, middleId: Number(ids[0]?.middle), lastId: Number(ids[0]?.last) };
+}
+
+/**
+ * What the agent's mail brought back: a reply from every 50th recipient (2,000, each with its
+ * inbound message; one in ten held, as a DMARC failure), and the 5,000 bounced addresses made
+ * suppressions with a hard bounce's words, as the bounce processing leaves them.
+ */
+async function seedRepliesAndSuppressions(t: TestApp, userId: number, emailId: number): Promise<void> {
+  const db = t.database.db;
+  await sql`
+    INSERT INTO inbound_messages (recipient, message_id, delivery_id, kind, received_at)
+    SELECT 'reply+' || d.id || '@hopper.example', '<r' || d.id || '@bench.example>', d.id, 'reply', now() - interval '1 day'
+    FROM deliveries d WHERE d.message_id = ${emailId} AND d.contact_id % 50 = 0`.execute(db);
+  await sql`
+    INSERT INTO replies (inbound_id, delivery_id, user_id, message_kind, message_id, contact_id, from_address, from_name, subject, text,
+      auto_reply, received_at, forwarded_at, authentication, held_reason)
+    SELECT i.id, d.id, ${userId}, 'templated_email', ${emailId}, d.contact_id, d.address, 'Pat Bench', 'Re: Spring market',
+      'Thanks — could we talk about the house on Elm Street?' || chr(10) || chr(10) || 'Pat', false,
+      now() - interval '1 day' + (d.contact_id % 1000) * interval '1 minute',
+      CASE WHEN d.contact_id % 500 <> 0 THEN now() - interval '1 day' END,
+      '{"spf":"pass","dkim":"pass","dmarc":"pass","from_domain":"bench.example"}'::jsonb,
+      CASE WHEN d.contact_id % 500 = 0 THEN 'dmarc_fail' END
+    FROM inbound_messages i JOIN deliveries d ON d.id = i.delivery_id WHERE d.message_id = ${emailId} ORDER BY i.id`.execute(db);
+  await sql`
+    UPDATE contacts c SET status = 'Inactive - Hard Bounce', email_suppression = jsonb_build_object('reason', 'hard_bounce',
+      'at', '2026-01-01T00:00:00Z', 'delivery_id', d.id, 'description', '550 5.1.1 no such user')
+    FROM deliveries d WHERE d.contact_id = c.id AND d.message_id = ${emailId} AND d.state = 'bounced'`.execute(db);
 }
 
 /** A webhook endpoint of the user with `RECIPIENTS` events, each with its delivery and attempts; its id, and a delivery half-way. */
@@ -108,8 +139,11 @@ async function p50(run: () => Promise<unknown>, rounds = ROUNDS): Promise<number
 
 const t = await startTestApp();
 try {
-  const agent = await createUser(t, 'User');
+  const teamId = await createTeam(t);
+  const agent = await createUser(t, 'User', teamId);
+  const manager = await createUser(t, 'Team Administrator', teamId);
   await setPassword(t, agent.id, PASSWORD);
+  await setPassword(t, manager.id, PASSWORD);
   const seedStart = performance.now();
   const { emailId, middleId, lastId } = await seed(t, agent.id);
   console.log(
@@ -118,15 +152,28 @@ try {
   const { endpointId, middleDelivery } = await seedWebhooks(t, agent.id);
   const b = browser(t.app);
   if ((await b.signIn(agent.email, PASSWORD)).status !== 303) throw new Error('sign-in failed');
+  const managerBrowser = browser(t.app);
+  if ((await managerBrowser.signIn(manager.email, PASSWORD)).status !== 303) throw new Error('sign-in failed');
   const db = t.database.db;
   const owner = { id: agent.id };
   const reader = rightsOf({ id: agent.id, team_id: null, roles: ['User'] });
   const totals = new CountCache();
   const since = new Date(Date.now() - 30 * 86_400_000);
-  const page = (path: string) => async () => {
-    const answer = await b.get(path);
-    if (answer.status !== 200) throw new Error(`${path}: ${answer.status}`);
-  };
+  // A contact half-way down the list with a reply, and one more page of the reply list.
+  const contactId = (
+    await sql<{ id: number }>`
+    SELECT contact_id AS id FROM replies WHERE user_id = ${agent.id} ORDER BY id OFFSET 1000 LIMIT 1`.execute(db)
+  ).rows[0]?.id;
+  const middleReply = (
+    await sql<{ id: number }>`
+    SELECT id FROM replies WHERE user_id = ${agent.id} ORDER BY id OFFSET 1000 LIMIT 1`.execute(db)
+  ).rows[0]?.id;
+  const page =
+    (path: string, client = b) =>
+    async () => {
+      const answer = await client.get(path);
+      if (answer.status !== 200) throw new Error(`${path}: ${answer.status}`);
+    };
   const keyset = (states: readonly string[], afterId: number) => () =>
     recipientsAfter(db, 'templated_email', emailId, { states: states as never, afterId, limit: 51 });
   const cases: [string, () => Promise<unknown>, string, () => Promise<unknown>][] = [
@@ -153,6 +200,40 @@ try {
       keyset(['bounced'], middleId),
     ],
     ['/drops', page('/drops'), '—', async () => {}],
+    ['/emails/new', page('/emails/new'), '—', async () => {}],
+    ['/drops/new', page('/drops/new'), '—', async () => {}],
+    ['/replies', page('/replies'), 'repliesBefore', () => repliesBefore(db, owner.id, { limit: 26 })],
+    [
+      '/replies?before=<middle>',
+      page(`/replies?before=${middleReply}`),
+      'repliesBefore middle',
+      () => repliesBefore(db, owner.id, { beforeId: Number(middleReply), limit: 26 }),
+    ],
+    ['/contacts', page('/contacts'), 'searchContacts', () => searchContacts(db, owner.id, { per_page: 15 })],
+    [
+      '/contacts?q=Pat5000',
+      page('/contacts?q=Pat5000'),
+      'searchContacts text',
+      () => searchContacts(db, owner.id, { per_page: 15, first_name: ['Pat5000'], last_name: ['Pat5000'], email: ['Pat5000'] }),
+    ],
+    [
+      '/contacts/{id}',
+      page(`/contacts/${contactId}`),
+      'findContact + history',
+      () =>
+        Promise.all([
+          findContact(db, Number(contactId)),
+          deliveriesToContact(db, owner.id, Number(contactId), 50),
+          repliesBefore(db, owner.id, { contactId: Number(contactId), limit: 50 }),
+        ]),
+    ],
+    ['/suppressions', page('/suppressions'), 'suppressedContactsAfter', () => suppressedContactsAfter(db, owner.id, 0, 51)],
+    [
+      '/users (Team Administrator)',
+      page('/users', managerBrowser),
+      'searchUsers',
+      () => searchUsers(db, rightsOf({ id: manager.id, team_id: teamId, roles: ['Team Administrator'] }), { per_page: 15 }, 'manage'),
+    ],
     [
       '/account/settings/webhooks',
       page('/account/settings/webhooks'),

@@ -37,17 +37,28 @@ export async function startInboundApp(
 
 export interface Sent {
   emailId: number;
+  /** The tag the contacts were put under. */
+  tagId: number;
   /** Per contact: its id, address, and the addresses Hopper's email to it carried. */
   to: { contactId: number; email: string; replyTo: string; returnPath: string; unsubscribe: string }[];
 }
 
-/** Sends a templated email to `n` new contacts through the engine and reads the addresses it carried. */
-export async function sendTo(s: SendingApp, n: number): Promise<Sent> {
-  const people = await audience(s, n);
-  const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
+/**
+ * Sends a templated email to `n` new contacts through the engine and reads the addresses it
+ * carried; `contact(i)` may give each contact's fields, `email` the email's.
+ */
+export async function sendTo(
+  s: SendingApp,
+  n: number,
+  contact: (i: number) => Record<string, unknown> = () => ({}),
+  fields: Record<string, unknown> = {},
+): Promise<Sent> {
+  const people = await audience(s, n, contact);
+  const email = await createEmail(s, { ...fields, status: 'Scheduled', recipients: toTag(people) });
   assert.equal((await waitForStatus(s, email.id, ['Sent', 'Failed'], 120_000)).status, 'Sent');
   return {
     emailId: email.id,
+    tagId: people.tag.id,
     to: people.contacts.map((contact) => {
       const [message] = s.sink.to(contact.email);
       assert.ok(message, `an email reached ${contact.email}`);

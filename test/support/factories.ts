@@ -31,7 +31,7 @@ export async function createUser(
   assert.equal(created.status, 201, created.raw);
   const key = await admin.post(`/v3/users/${created.body.id}/api_keys`, { name: 'test' });
   assert.equal(key.status, 201, key.raw);
-  return { id: created.body.id, teamId, key: key.body.key, email };
+  return { id: created.body.id, teamId, key: key.body.key, email: created.body.email };
 }
 
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;

@@ -1,41 +1,25 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { type BrowserContext, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { DOCS_CSP } from '../../src/http/openapi.ts';
 import { startTestApp } from '../support/test-app.ts';
-import { tools } from '../support/tools.ts';
+import { launchChromium, skipBrowser } from './support/browser.ts';
 
 test('/docs in a real browser: Redoc renders every operation with its code samples, no CSP violation', {
   timeout: 180_000,
-  skip: tools.chromium.skip,
+  skip: skipBrowser,
 }, async () => {
-  const scratch = await mkdtemp(join(tmpdir(), 'hopper-docs-'));
   const t = await startTestApp();
-  let context: BrowserContext | undefined;
+  let browser: Browser | undefined;
   try {
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
     const doc = JSON.parse((await t.app.inject('/v3/openapi.json')).body);
     const operationIds = Object.values(doc.paths).flatMap((item) => Object.values(item as object).map((op) => op.operationId as string));
 
-    context = await chromium.launchPersistentContext(join(scratch, 'profile'), {
-      executablePath: tools.chromium.path,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1300, height: 900 },
-    });
-    const page = context.pages()[0] ?? (await context.newPage());
+    browser = await launchChromium();
+    const page = await (await browser.newContext({ viewport: { width: 1300, height: 900 } })).newPage();
     const problems: string[] = [];
     const outside: string[] = [];
     page.on('console', (message) => {
@@ -68,8 +52,7 @@ test('/docs in a real browser: Redoc renders every operation with its code sampl
     assert.deepEqual(problems, [], 'no CSP violation and no script error');
     assert.deepEqual(outside, [], 'nothing is loaded from another origin');
   } finally {
-    await context?.close();
+    await browser?.close();
     await t.close();
-    await rm(scratch, { recursive: true, force: true });
   }
 });

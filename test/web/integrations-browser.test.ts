@@ -1,23 +1,12 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { type BrowserContext, chromium } from 'playwright-core';
-import { loadConfig } from '../../src/config.ts';
-import { loadTls } from '../../src/tls.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp } from '../support/test-app.ts';
-import { tools } from '../support/tools.ts';
+import { assertClean, openBrowser, saveScreenshot, signIn, skipBrowser, testCertificate } from './support/browser.ts';
 import { setPassword } from './web-client.ts';
 
 const PASSWORD = 'browser test passphrase';
-const ROOT = join(import.meta.dirname, '..', '..');
-// The committed README screenshot is refreshed only on request, so a test run leaves the tree clean.
-const UPDATE_DOCS_SCREENSHOT = process.env.UPDATE_DOCS_SCREENSHOT === '1';
 
 /** A GET over real HTTPS that trusts exactly the test's certificate; resolves to the status. */
 function apiStatus(url: string, key: string, ca: string): Promise<number> {
@@ -33,46 +22,23 @@ function apiStatus(url: string, key: string, ca: string): Promise<number> {
 
 test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it', {
   timeout: 120_000,
-  skip: tools.chromium.skip,
+  skip: skipBrowser,
 }, async () => {
-  const scratch = await mkdtemp(join(tmpdir(), 'hopper-browser-'));
-  const tls = await loadTls(loadConfig({ DATA_DIR: join(scratch, 'tls-data') }));
+  const tls = await testCertificate();
   const t = await startTestApp({ https: { key: tls.key, cert: tls.cert } });
-  let context: BrowserContext | undefined;
+  const run = await openBrowser(t, async () => {
+    await t.close();
+    await tls.remove();
+  });
   try {
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const base = `https://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    const { base } = run;
     const user = await createUser(t, 'User', null, { first_name: 'Dana', last_name: 'Rivera' });
     await setPassword(t, user.id, PASSWORD);
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}`, user.key, tls.cert), 200, 'so the listing has a last-used time');
 
-    context = await chromium.launchPersistentContext(join(scratch, 'profile'), {
-      executablePath: tools.chromium.path,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      ignoreHTTPSErrors: true,
-      viewport: { width: 1100, height: 900 },
-    });
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
-    const page = context.pages()[0] ?? (await context.newPage());
-    const cspViolations: string[] = [];
-    page.on('console', (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
-
-    await page.goto(`${base}/login?next=%2Faccount%2Fsettings`);
-    await page.getByLabel('Email').fill(user.email);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByLabel('Password').press('Enter');
-    await page.waitForURL(`${base}/account/settings`);
+    await run.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    const page = await run.newPage();
+    await signIn(page, base, user.email, PASSWORD, '/account/settings');
 
     await page.getByRole('link', { name: 'Integrations' }).click();
     await page.waitForURL(`${base}/account/settings/integrations`);
@@ -86,12 +52,7 @@ test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it',
     await page.getByRole('button', { name: 'Copy' }).click();
     await page.getByText('Copied to the clipboard.').waitFor();
     assert.equal(await page.evaluate('navigator.clipboard.readText()'), key);
-
-    await mkdir(join(ROOT, 'artifacts'), { recursive: true });
-    const screenshot = join(ROOT, 'artifacts', 'integrations.png');
-    await page.screenshot({ path: screenshot, fullPage: true });
-    const docsCopy = join(ROOT, 'docs', 'integrations.png');
-    if (UPDATE_DOCS_SCREENSHOT || !existsSync(docsCopy)) await copyFile(screenshot, docsCopy);
+    await saveScreenshot(page, 'integrations');
 
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}`, key, tls.cert), 200);
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}/api_keys`, key, tls.cert), 200);
@@ -109,14 +70,13 @@ test('in a real browser over HTTPS: sign in, generate a key, use it, revoke it',
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}`, key, tls.cert), 401);
     assert.equal(await apiStatus(`${base}/v3/users/${user.id}/api_keys`, key, tls.cert), 401);
 
-    assert.deepEqual(cspViolations, [], 'nothing on the pages is blocked by their CSP');
+    // Nothing on the pages is blocked by their CSP (a blocked script or style is a console error).
+    assertClean(run);
 
     await page.goto(`${base}/account/settings`);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL(`${base}/login`);
   } finally {
-    await context?.close();
-    await t.close();
-    await rm(scratch, { recursive: true, force: true });
+    await run.close();
   }
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AGENT, client, dsn, type Sent, sendTo, startInboundApp } from '../inbound/support.ts';
+import { AGENT, client, dsn, type Sent, sendTo } from '../inbound/support.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { asKey } from '../support/client.ts';
 import { createTeam, createUser } from '../support/factories.ts';
@@ -10,10 +10,10 @@ import {
   assertFitsWidth,
   assertInert,
   HOSTILE,
-  openBrowser,
+  signedInPage,
   signIn,
   skipBrowser,
-  testCertificate,
+  startInboundBrowserRun,
 } from './support/browser.ts';
 import { setPassword } from './web-client.ts';
 
@@ -29,12 +29,7 @@ test('in a real browser: replies, a contact’s history and lifting a bounce fro
   timeout: 120_000,
   skip: skipBrowser,
 }, async () => {
-  const tls = await testCertificate();
-  const s = await startInboundApp({ INBOUND_FORWARDS_PER_DAY: '1' }, {}, { https: { key: tls.key, cert: tls.cert } });
-  const run = await openBrowser(s.t, async () => {
-    await s.close();
-    await tls.remove();
-  });
+  const { s, run } = await startInboundBrowserRun({ INBOUND_FORWARDS_PER_DAY: '1' });
   try {
     const { base } = run;
     const agent = await createUser(s.t, 'User', await createTeam(s.t), { first_name: 'Jane', last_name: 'Agent' });
@@ -85,8 +80,7 @@ test('in a real browser: replies, a contact’s history and lifting a bounce fro
     await assertAccessible(page, 'the Release confirmation');
     await page.goto(`${base}/`);
     await assertAccessible(page, 'the dashboard, with sender health');
-    const held = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(held, base, agent.email, PASSWORD, '/replies');
+    const held = await signedInPage(run, { email: agent.email, password: PASSWORD }, '/replies');
     await held.getByRole('link', { name: /^Discard the reply/ }).click();
     await held.getByRole('heading', { name: 'Discard this reply?' }).waitFor();
     await assertFitsWidth(held);
@@ -118,8 +112,7 @@ test('in a real browser: replies, a contact’s history and lifting a bounce fro
     assert.match((await page.locator(`tr[data-suppression="email:${leaver.contactId}"]`).textContent()) ?? '', /only their own word/);
 
     // Lifting with JavaScript off, on a phone: select, confirm, and the API shows the contact free.
-    const phone = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(phone, base, agent.email, PASSWORD, '/suppressions');
+    const phone = await signedInPage(run, { email: agent.email, password: PASSWORD }, '/suppressions');
     await assertFitsWidth(phone);
     await phone.getByLabel(`Select ${bounced.email}`).check();
     await phone.getByRole('button', { name: 'Lift those selected…' }).click();

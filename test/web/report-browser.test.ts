@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { copyFile, mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Page } from 'playwright-core';
-import { AGENT, client, dsn, sendTo, startInboundApp } from '../inbound/support.ts';
+import { AGENT, client, dsn, sendTo } from '../inbound/support.ts';
 import { upload, wavFile } from '../media/fixtures.ts';
 import { readEmail } from '../sending/support/sending-app.ts';
 import { waitFor } from '../sending/support/wait.ts';
@@ -16,16 +13,15 @@ import {
   assertFitsWidth,
   assertInert,
   HOSTILE,
-  openBrowser,
+  saveScreenshot,
+  signedInPage,
   signIn,
   skipBrowser,
-  testCertificate,
+  startInboundBrowserRun,
 } from './support/browser.ts';
 import { setPassword } from './web-client.ts';
 
 const PASSWORD = 'report scenario passphrase';
-const ROOT = join(import.meta.dirname, '..', '..');
-const UPDATE_DOCS_SCREENSHOT = process.env.UPDATE_DOCS_SCREENSHOT === '1';
 
 /** The report's counters as the page shows them, by the API's names. */
 async function shownCounters(page: Page): Promise<Record<string, number>> {
@@ -37,14 +33,6 @@ async function shownCounters(page: Page): Promise<Record<string, number>> {
   return Object.fromEntries(pairs.map(([name, value]) => [name, Number(value.replaceAll(',', ''))]));
 }
 
-async function screenshot(page: Page, name: string): Promise<void> {
-  await mkdir(join(ROOT, 'artifacts'), { recursive: true });
-  const path = join(ROOT, 'artifacts', `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  const docsCopy = join(ROOT, 'docs', `${name}.png`);
-  if (UPDATE_DOCS_SCREENSHOT || !existsSync(docsCopy)) await copyFile(path, docsCopy);
-}
-
 /**
  * The issue's "Done when", for the report: an agent's email to six contacts — one hard-bounced,
  * one replied twice (the second held by INBOUND_FORWARDS_PER_DAY=1), one unsubscribed — read in a
@@ -54,12 +42,7 @@ test('in a real browser: the report of an email with a bounce, two replies and a
   timeout: 120_000,
   skip: skipBrowser,
 }, async () => {
-  const tls = await testCertificate();
-  const s = await startInboundApp({ INBOUND_FORWARDS_PER_DAY: '1' }, {}, { https: { key: tls.key, cert: tls.cert } });
-  const run = await openBrowser(s.t, async () => {
-    await s.close();
-    await tls.remove();
-  });
+  const { s, run } = await startInboundBrowserRun({ INBOUND_FORWARDS_PER_DAY: '1' });
   try {
     const { base } = run;
     // The email is an agent's (a User of a team), sent through the engine to six new contacts.
@@ -119,10 +102,9 @@ test('in a real browser: the report of an email with a bounce, two replies and a
       /Have you thought about the market this spring/,
       'the email as sent, in its sandboxed frame',
     );
-    await screenshot(page, 'report');
+    await saveScreenshot(page, 'report');
 
-    const phone = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(phone, base, agent.email, PASSWORD, `/emails/${sent.emailId}`);
+    const phone = await signedInPage(run, { email: agent.email, password: PASSWORD }, `/emails/${sent.emailId}`);
     assert.deepEqual(await shownCounters(phone), reporting, 'the same without JavaScript');
     await assertFitsWidth(phone);
     await phone.getByLabel('State').selectOption('bounced');
@@ -141,18 +123,16 @@ test('in a real browser: the report of an email with a bounce, two replies and a
     for (const path of ['/', '/emails', '/drops', `/drops/${drop.body.id}`]) {
       await page.goto(`${base}${path}`);
       await assertAccessible(page, path);
-      if (path === '/') await screenshot(page, 'dashboard');
+      if (path === '/') await saveScreenshot(page, 'dashboard');
     }
     await page.goto(`${base}/drops`);
     await page.getByRole('link', { name: 'Open house call', exact: true }).click();
     await page.getByRole('heading', { name: 'Open house call' }).waitFor();
 
     // Another team's User is refused the report; the agent's Team Administrator reads it.
-    const outsider = await run.newPage({ width: 1100 });
-    await signIn(outsider, base, stranger.email, PASSWORD);
+    const outsider = await signedInPage(run, { email: stranger.email, password: PASSWORD }, '/', { javaScript: true, width: 1100 });
     assert.equal((await outsider.goto(`${base}/emails/${sent.emailId}`))?.status(), 403);
-    const teamLead = await run.newPage({ width: 1100 });
-    await signIn(teamLead, base, lead.email, PASSWORD);
+    const teamLead = await signedInPage(run, { email: lead.email, password: PASSWORD }, '/', { javaScript: true, width: 1100 });
     assert.equal((await teamLead.goto(`${base}/emails/${sent.emailId}`))?.status(), 200);
     assert.deepEqual(await shownCounters(teamLead), reporting);
     assertClean(run);

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { loadConfig } from '../../../src/config.ts';
 import { loadTls } from '../../../src/tls.ts';
+import { startInboundApp } from '../../inbound/support.ts';
 import { startTestApp, type TestApp, type TestAppOptions } from '../../support/test-app.ts';
 import { tools } from '../../support/tools.ts';
 
@@ -30,6 +30,8 @@ export interface BrowserRun {
 
 export const skipBrowser = tools.chromium.skip;
 
+type InboundApp = Awaited<ReturnType<typeof startInboundApp>>;
+
 const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--disable-gpu',
@@ -47,6 +49,11 @@ export async function testCertificate(): Promise<{ key: string; cert: string; re
   return { key: tls.key, cert: tls.cert, remove: () => rm(scratch, { recursive: true, force: true }) };
 }
 
+/** Debian's chromium, headless, with the flags every run here uses (no sandbox, GPU, QUIC or background traffic). */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({ executablePath: tools.chromium.path, headless: true, args: CHROMIUM_ARGS });
+}
+
 /** Hopper (a plain test app) over HTTPS with chromium pointed at it. */
 export async function startBrowserRun(options: TestAppOptions = {}): Promise<BrowserRun> {
   const tls = await testCertificate();
@@ -61,7 +68,7 @@ export async function startBrowserRun(options: TestAppOptions = {}): Promise<Bro
 export async function openBrowser(t: TestApp, closeApp: () => Promise<void>): Promise<BrowserRun> {
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   const base = `https://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-  const browser = await chromium.launch({ executablePath: tools.chromium.path, headless: true, args: CHROMIUM_ARGS });
+  const browser = await launchChromium();
   const problems: string[] = [];
   const contexts: BrowserContext[] = [];
   const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1100, height: 900 } });
@@ -117,6 +124,35 @@ export async function signIn(page: Page, base: string, email: string, password: 
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL(`${base}${path}`);
+}
+
+/**
+ * A page of its own browser context (its own cookies), signed in through the form and at `path`:
+ * by default a phone's 375 px with JavaScript off, as the forms are checked.
+ */
+export async function signedInPage(
+  run: BrowserRun,
+  who: { email: string; password: string },
+  path = '/',
+  { javaScript = false, width = 375 }: { javaScript?: boolean; width?: number } = {},
+): Promise<Page> {
+  const page = await run.newPage({ javaScript, width });
+  await signIn(page, run.base, who.email, who.password, path);
+  return page;
+}
+
+/**
+ * The inbound receiver's app (test/inbound/support.ts: workers, an SMTP sink, the receiver) over
+ * HTTPS with chromium pointed at it: the pages of mail that was sent and answered.
+ */
+export async function startInboundBrowserRun(env: Record<string, string> = {}): Promise<{ s: InboundApp; run: BrowserRun }> {
+  const tls = await testCertificate();
+  const s = await startInboundApp(env, {}, { https: { key: tls.key, cert: tls.cert } });
+  const run = await openBrowser(s.t, async () => {
+    await s.close();
+    await tls.remove();
+  });
+  return { s, run };
 }
 
 /**
@@ -183,14 +219,10 @@ export async function assertInert(page: Page): Promise<void> {
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
 /**
- * Saves the page as `artifacts/<name>.png`, and as docs/<name>.png when that is missing or
- * `UPDATE_DOCS_SCREENSHOT=1` asks for it: the committed copy is refreshed only on request, so a
- * test run leaves the tree clean.
+ * Saves the whole page as `artifacts/<name>.png`, to look at after a run. The screenshots in docs/
+ * are made by `npm run docs:screenshots` (scripts/screenshots.ts), never by a test.
  */
 export async function saveScreenshot(page: Page, name: string): Promise<void> {
   await mkdir(join(ROOT, 'artifacts'), { recursive: true });
-  const path = join(ROOT, 'artifacts', `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  const docsCopy = join(ROOT, 'docs', `${name}.png`);
-  if (process.env.UPDATE_DOCS_SCREENSHOT === '1' || !existsSync(docsCopy)) await copyFile(path, docsCopy);
+  await page.screenshot({ path: join(ROOT, 'artifacts', `${name}.png`), fullPage: true });
 }
