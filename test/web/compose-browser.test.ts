@@ -8,6 +8,7 @@ import {
   assertFitsWidth,
   assertInert,
   HOSTILE,
+  signedInPage,
   signIn,
   skipBrowser,
   startBrowserRun,
@@ -76,8 +77,7 @@ test('in a real browser: /emails/new filled by its labels is found by the API; a
 
     // Without JavaScript, 375 px wide: a refused form (no body) says so and keeps what was typed;
     // a contact search re-renders the form, and the contact ticked is a recipient.
-    const plain = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(plain, base, agent.email, PASSWORD, '/emails/new');
+    const plain = await signedInPage(run, { email: agent.email, password: PASSWORD }, '/emails/new');
     await assertFitsWidth(plain);
     await plain.getByLabel('Subject').fill('Price drop');
     await plain.getByLabel('Find contacts').fill('pat@');

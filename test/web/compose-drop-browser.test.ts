@@ -9,6 +9,7 @@ import {
   assertFitsWidth,
   assertInert,
   HOSTILE,
+  signedInPage,
   signIn,
   skipBrowser,
   startBrowserRun,
@@ -60,8 +61,7 @@ test('in a real browser: /drops/new with an uploaded recording is found by the A
     await assertAccessible(page, 'the drop edit page');
 
     // Without JavaScript at 375 px: a bad number and a recording too short are refused, the upload kept.
-    const plain = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(plain, base, agent.email, PASSWORD, '/drops/new');
+    const plain = await signedInPage(run, { email: agent.email, password: PASSWORD }, '/drops/new');
     await plain.getByLabel('Name', { exact: true }).fill('Price drop');
     await plain.getByLabel('Callback number').fill('call me');
     await plain.getByLabel('Audio upload').setInputFiles({ name: 'short.wav', mimeType: 'audio/wav', buffer: wavFile(2) });

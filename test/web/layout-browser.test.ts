@@ -7,6 +7,7 @@ import {
   assertFitsWidth,
   assertInert,
   HOSTILE_TEXT,
+  signedInPage,
   signIn,
   skipBrowser,
   startBrowserRun,
@@ -28,8 +29,7 @@ test('in a real browser: the layout at 375 px, the switcher, and the form kit wi
     await setPassword(t, lead.id, PASSWORD);
 
     // A phone's width, without script: every form still works.
-    const page = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(page, base, lead.email, PASSWORD, '/account/settings');
+    const page = await signedInPage(run, { email: lead.email, password: PASSWORD }, '/account/settings');
     await assertFitsWidth(page);
 
     // The form kit: the summary links to the field, the error stands beside it, the typed value stays.

@@ -7,6 +7,7 @@ import {
   assertClean,
   assertFitsWidth,
   type BrowserRun,
+  signedInPage,
   signIn,
   skipBrowser,
   startBrowserRun,
@@ -56,8 +57,7 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     await setPassword(run.t, user.id, PASSWORD);
     const other = await run.newPage({ javaScript: false });
     await signIn(other, run.base, user.email, PASSWORD, '/account/settings');
-    const page = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(page, run.base, user.email, PASSWORD, '/account/settings');
+    const page = await signedInPage(run, { email: user.email, password: PASSWORD }, '/account/settings');
 
     await page.getByLabel('Current password').fill('not the password at all');
     await page.getByLabel('New password').fill('short');
@@ -117,8 +117,7 @@ describe('the account settings pages', { skip: skipBrowser }, () => {
     assert.equal(first.status, 201, first.raw);
     // The second from /users, where the Team Administrator sends it (JavaScript off, 375 px): shown once.
     await setPassword(run.t, lead.id, PASSWORD);
-    const users = await run.newPage({ javaScript: false, width: 375 });
-    await signIn(users, run.base, lead.email, PASSWORD, '/');
+    const users = await signedInPage(run, { email: lead.email, password: PASSWORD }, '/');
     await users.getByRole('link', { name: 'Users', exact: true }).click();
     await users.getByRole('button', { name: 'Send invitation to New Agent' }).click();
     await users.waitForURL(`${run.base}/users`);
