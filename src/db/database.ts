@@ -14,6 +14,22 @@ import { parseTimestamptz, TIMESTAMPTZ_OID } from './timestamps.ts';
 
 export type Db = Kysely<Database>;
 
+/** Runs one statement's text and parameters straight on a handle's pool (see `directRunner`). */
+type DirectRunner = <Row>(text: string, parameters: readonly unknown[]) => Promise<Row[]>;
+const directRunners = new WeakMap<Db, DirectRunner>();
+
+/**
+ * For a statement compiled once (db/precompiled.ts), the way to run it on a PostgreSQL handle's
+ * own pool, past Kysely's executor: a connection taken, the statement, the connection given back,
+ * and the statement counted in `queryCount` as Kysely's log counts the others. Kysely's executor
+ * around one precompiled statement (connection provider, driver, log event, result) allocated
+ * about 7 kB a read (docs/performance.md). Undefined for a transaction (it has its connection) and
+ * on PGlite, which run it through Kysely.
+ */
+export function directRunner(db: Db): DirectRunner | undefined {
+  return directRunners.get(db);
+}
+
 export interface DatabaseHandle {
   /** For workers, migrations and tools: waits as long as a statement takes. */
   readonly db: Db;
@@ -70,7 +86,7 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
   };
   const schema = config.databaseSchema;
   const { db, requestDb, pool, embedded, releaseLock } = config.databaseUrl
-    ? connectPostgres(config.databaseUrl, config, count, log)
+    ? connectPostgres(config.databaseUrl, config, count, log, () => queries++)
     : await openPglite(config, count);
 
   try {
@@ -133,8 +149,26 @@ interface Connection {
 }
 
 /** PostgreSQL: a pool for workers, migrations and tools, and one for requests, whose statements are bounded. */
-function connectPostgres(url: string, config: Config, count: (event: LogEvent) => void, log: DatabaseLog | undefined): Connection {
-  const kyselyOn = (pool: pg.Pool) => new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
+function connectPostgres(
+  url: string,
+  config: Config,
+  count: (event: LogEvent) => void,
+  log: DatabaseLog | undefined,
+  countDirect: () => void,
+): Connection {
+  const kyselyOn = (pool: pg.Pool) => {
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
+    directRunners.set(db, async <Row>(text: string, parameters: readonly unknown[]) => {
+      countDirect();
+      const client = await pool.connect();
+      try {
+        return (await client.query(text, parameters as unknown[])).rows as Row[];
+      } finally {
+        client.release();
+      }
+    });
+    return db;
+  };
   const schema = config.databaseSchema;
   const timeout = config.databaseTimeoutMs;
   const onError = (error: Error) => {

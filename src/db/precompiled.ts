@@ -1,5 +1,5 @@
 import { type Compilable, CompiledQuery } from 'kysely';
-import type { Db } from './database.ts';
+import { type Db, directRunner } from './database.ts';
 
 /**
  * A query built and compiled once per database handle, then run with new values: for the queries
@@ -28,8 +28,7 @@ export function precompiled<Values extends unknown[], Row>(
       const index = placeholders.indexOf(parameter as symbol);
       return index < 0 ? parameter : values[index];
     });
-    const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(query.sql, parameters));
-    return rows;
+    return await run<Row>(db, query.sql, parameters);
   };
 }
 
@@ -65,10 +64,17 @@ export function precompiledInsert<Row>(
       known.set(shape, compiled);
     }
     const parameters = compiled.columns.map((index) => (values as Record<string, unknown>)[columns[index] as string]);
-    const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(compiled.query.sql, parameters));
+    const rows = await run<Row>(db, compiled.query.sql, parameters);
     if (!rows[0]) throw new Error('precompiledInsert: the insert returned no row');
     return rows[0];
   };
 }
 
 const MAX_SHAPES = 64;
+
+/** A compiled statement run on the handle's pool when it can be (database.ts, directRunner), else through Kysely. */
+async function run<Row>(db: Db, text: string, parameters: readonly unknown[]): Promise<Row[]> {
+  const direct = directRunner(db);
+  if (direct) return await direct<Row>(text, parameters);
+  return (await db.executeQuery<Row>(CompiledQuery.raw(text, parameters as unknown[]))).rows;
+}
