@@ -582,9 +582,12 @@ function statusReasons() {
 
 /**
  * The owner's contacts holding these addresses, in any case: one probe of the unique index per
- * address (a lateral join on equality, no ORDER BY/LIMIT that would invite a walk in id order),
- * whatever the statistics say — right after a bulk load they are stale, and a plan that filters
- * every contact of the owner would be chosen. The database lowers the address, as its index does.
+ * address, whatever the statistics say. The lateral subquery's LIMIT 1 (the unique index holds one
+ * contact an address anyway) keeps the planner from flattening it into a join: as a join, with
+ * fresh statistics as much as with stale ones, it hashed the addresses and read every contact of
+ * the owner, 12–14 ms for 100 addresses against 20,000 contacts on PGlite, growing with them,
+ * where the probes take under 1 ms. No ORDER BY, which would invite a walk in id order. The
+ * database lowers the address, as its index does.
  */
 export async function contactsHoldingEmails(db: Db, userId: number, emails: readonly string[]): Promise<{ id: number; email: string }[]> {
   const { rows } = await sql<{ id: number; email: string }>`
@@ -592,6 +595,7 @@ export async function contactsHoldingEmails(db: Db, userId: number, emails: read
     CROSS JOIN LATERAL (
       SELECT id FROM contacts
       WHERE user_id = ${userId} AND lower(email) = lower(k.email) AND ${HOLDS_ADDRESS}
+      LIMIT 1
     ) c`.execute(db);
   return rows.map((row) => ({ id: Number(row.id), email: row.email }));
 }
