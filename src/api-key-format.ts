@@ -1,4 +1,4 @@
-import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
+import { hash, randomInt, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 /**
@@ -44,9 +44,12 @@ export function parseApiKey(candidate: string): string | undefined {
   return timingSafeEqual(expected, given) ? candidate : undefined;
 }
 
-/** Keys are stored only as this digest; the look-up is by digest, so no clear key is ever compared. */
+/**
+ * Keys are stored only as this digest; the look-up is by digest, so no clear key is ever compared.
+ * Computed on every authenticated request (one-shot `hash`: no Hash object per request).
+ */
 export function hashApiKey(key: string): Buffer {
-  return createHash('sha256').update(key).digest();
+  return hash('sha256', key, 'buffer');
 }
 
 export function displayPrefix(key: string): string {

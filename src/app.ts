@@ -8,7 +8,7 @@ import type { DatabaseHandle } from './db/database.ts';
 import type { JobQueue } from './db/job-queue.ts';
 import type { UserRow } from './db/schema.ts';
 import { watchDkimDomain } from './email/domain-watch.ts';
-import { registerAuthentication } from './http/authenticate.ts';
+import { registerAuthentication, registerRefusals } from './http/authenticate.ts';
 import { registerJsonBodies } from './http/content-types.ts';
 import type { App } from './http/fastify-types.ts';
 import { PARSER_HEADER_LIMIT, proxyTrust, registerHardening, requestId } from './http/hardening.ts';
@@ -83,6 +83,8 @@ export async function buildApp(config: Config, options: AppOptions): Promise<App
   registerHardening(app, { secure, trustProxy: config.trustProxy });
   await registerAuthentication(app, ctx);
   await registerRateLimit(app, ctx);
+  // Authentication's refusals, once the rate limit has counted the request.
+  registerRefusals(app, ctx);
   // Routes acting for a user (`config: { owner }`) get that user checked against the access rule.
   app.addHook('preHandler', ownerHook(ctx.database.db));
   registerIdempotency(app, ctx.database.db, ctx.clock);

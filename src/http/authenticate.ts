@@ -12,6 +12,7 @@ import { findKeyOwner, touchApiKey } from '../identity/api-keys.ts';
 import { rankOf } from '../identity/roles.ts';
 import { type Clock, formatTimestamp } from '../time.ts';
 import type { App } from './fastify-types.ts';
+import { doneWhen } from './hook-done.ts';
 import { HttpError } from './problems.ts';
 
 /** `last_used_at` is written at most once a minute per key, so reads stay read-only on the hot path. */
@@ -139,13 +140,12 @@ async function cachePrincipals(database: DatabaseHandle): Promise<void> {
 const PRINCIPAL_WRITES = /^\/(?:v3\/api_keys\/|v3\/users\/[^/]+(?:\/cancel)?$|account\/)/;
 
 /**
- * After a successful write that may change a principal (see PRINCIPAL_WRITES), before it is
- * answered: forgets this process's principals and waits until every process has been told.
+ * A successful write that may change a principal (see PRINCIPAL_WRITES): before it is answered,
+ * this process's principals are forgotten and every process is told (PrincipalCache.settle).
  */
-async function settlePrincipalsAfterWrite(db: Db, method: string, routeUrl: string | undefined, status: number): Promise<void> {
-  if (method === 'GET' || method === 'HEAD') return;
-  if (status >= 400 || !routeUrl || !PRINCIPAL_WRITES.test(routeUrl)) return;
-  await caches.get(db)?.settle();
+function mayChangePrincipals(method: string, routeUrl: string | undefined, status: number): boolean {
+  if (method === 'GET' || method === 'HEAD') return false;
+  return status < 400 && routeUrl !== undefined && PRINCIPAL_WRITES.test(routeUrl);
 }
 
 function unauthorized(message: string, error?: 'invalid_token'): HttpError {
@@ -211,28 +211,43 @@ declare module 'fastify' {
 
 /**
  * Bearer authentication for every `/v3` route not marked `public`, in two steps around the rate
- * limit (http/rate-limit.ts): `onRequest` finds the principal (or the refusal), so that the limit
- * counts the request against its key — or, refused, against its address; `preParsing` then
- * answers the refusal or a cancelled account's 403, before any body is read.
+ * limit (http/rate-limit.ts): this `onRequest` hook finds the principal (or the refusal), so that
+ * the limit counts the request against its key — or, refused, against its address; then
+ * `registerRefusals`'s, registered after the limit's, answers the refusal or a cancelled
+ * account's 403, before any body is read.
  */
 export async function registerAuthentication(app: App, ctx: AppContext): Promise<void> {
   const { db } = ctx.database;
   await cachePrincipals(ctx.database);
   app.decorateRequest('principal', null as unknown as Principal);
   app.decorateRequest('authenticationFailure', null);
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const route = request.routeOptions;
-    if (!route.url?.startsWith('/v3/') || route.config.public) return;
-    const found = await identify(request, db, ctx.clock);
-    if (found instanceof HttpError) request.authenticationFailure = found;
-    else request.principal = found;
+    if (!route.url?.startsWith('/v3/') || route.config.public) return done();
+    doneWhen(
+      identify(request, db, ctx.clock).then((found) => {
+        if (found instanceof HttpError) request.authenticationFailure = found;
+        else request.principal = found;
+      }),
+      done,
+    );
   });
-  app.addHook('preParsing', async (request) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const cache = caches.get(db);
+    if (!cache || !mayChangePrincipals(request.method, request.routeOptions.url, reply.statusCode)) return done(null, payload);
+    cache.settle().then(() => done(null, payload), done);
+  });
+}
+
+/**
+ * The refusals of authentication (a 401, a cancelled account's 403), answered in an `onRequest`
+ * hook registered after the rate limit's, so that a refused request is counted too (see
+ * registerAuthentication).
+ */
+export function registerRefusals(app: App, ctx: AppContext): void {
+  app.addHook('onRequest', (request, _reply, done) => {
     if (request.authenticationFailure) throw request.authenticationFailure;
     if (request.principal?.user) refuseCancelled(request.principal.user, request.method, ctx.config, ctx.clock());
-  });
-  app.addHook('onSend', async (request, reply, payload) => {
-    await settlePrincipalsAfterWrite(db, request.method, request.routeOptions.url, reply.statusCode);
-    return payload;
+    done();
   });
 }

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { Clock } from '../time.ts';
 import type { App } from './fastify-types.ts';
+import { doneWhen } from './hook-done.ts';
 import { HttpError } from './problems.ts';
 
 /**
@@ -68,10 +69,13 @@ export function registerIdempotency(app: App, db: Db, clock: Clock): void {
   }, 600_000);
   prune.unref();
   app.addHook('onClose', async () => clearInterval(prune));
-  app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.method !== 'POST' || !request.principal) return;
+  // Both hooks are synchronous for a request without an Idempotency-Key (http/hook-done.ts).
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method !== 'POST' || !request.principal || request.headers['idempotency-key'] === undefined) return done();
+    doneWhen(takeKey(request, reply), done);
+  });
+  const takeKey = async (request: FastifyRequest, reply: FastifyReply) => {
     const header = request.headers['idempotency-key'];
-    if (header === undefined) return;
     if (typeof header !== 'string' || !KEY_FORM.test(header)) {
       throw new HttpError('bad_request', 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.');
     }
@@ -123,19 +127,22 @@ export function registerIdempotency(app: App, db: Db, clock: Clock): void {
         .send(stored.body ? unseal(userId, header, stored.body) : Buffer.alloc(0));
     }
     throw new HttpError('idempotency_conflict', 'A request with this Idempotency-Key is still being processed; retry shortly.');
-  });
+  };
 
-  app.addHook('onSend', async (request, reply, payload) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     const taken = request.idempotency;
-    if (!taken || reply.getHeader('idempotent-replayed')) return payload;
+    if (!taken || reply.getHeader('idempotent-replayed')) return done(null, payload);
     request.idempotency = undefined;
+    keep(reply, taken, payload).then(() => done(null, payload), done);
+  });
+  const keep = async (reply: FastifyReply, taken: NonNullable<FastifyRequest['idempotency']>, payload: unknown) => {
     if (
       reply.statusCode >= 500 ||
       reply.statusCode === 429 ||
       !(typeof payload === 'string' || Buffer.isBuffer(payload) || payload == null)
     ) {
       await db.deleteFrom('idempotency_keys').where('user_id', '=', taken.userId).where('key', '=', taken.key).execute();
-      return payload;
+      return;
     }
     const headers: Record<string, string> = {};
     for (const name of KEPT_HEADERS) {
@@ -149,8 +156,7 @@ export function registerIdempotency(app: App, db: Db, clock: Clock): void {
       .where('user_id', '=', taken.userId)
       .where('key', '=', taken.key)
       .execute();
-    return payload;
-  });
+  };
 }
 
 /** Deletes keys past their 24 hours (called now and then by the API process). */

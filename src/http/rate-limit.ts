@@ -1,9 +1,10 @@
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { AppContext } from '../app-context.ts';
 import type { Db } from '../db/database.ts';
 import type { App } from './fastify-types.ts';
+import { doneWhen } from './hook-done.ts';
 import { HttpError } from './problems.ts';
 
 /**
@@ -135,7 +136,7 @@ export async function registerRateLimit(app: App, ctx: AppContext): Promise<void
       nameSpace: 'hopper-rate-limit-',
     });
   }
-  const limiter = (policy: Count['policy'], max: number): ((request: FastifyRequest) => Count | Promise<Count>) => {
+  const limiter = (policy: Count['policy'], max: number): Limiter => {
     const counted = ({ current, ttl }: Taken): Count => ({
       policy,
       max,
@@ -160,25 +161,49 @@ export async function registerRateLimit(app: App, ctx: AppContext): Promise<void
   const perAddress = limiter('address', config.rateLimit);
   const perKey = limiter('key', config.rateLimit);
   const perUser = config.rateLimitPerUser > 0 ? limiter('user', config.rateLimitPerUser) : undefined;
+  countRequests(app, { perAddress, perKey, perUser }, config);
+}
+
+type Limiter = (request: FastifyRequest) => Count | Promise<Count>;
+
+/**
+ * The `onRequest` hook that counts every request but /health, after authentication's own
+ * (http/authenticate.ts) and before its refusals are answered: synchronous while the process holds
+ * numbers of the window (http/hook-done.ts).
+ */
+function countRequests(
+  app: App,
+  limiters: { perAddress: Limiter; perKey: Limiter; perUser: Limiter | undefined },
+  config: { rateLimit: number; rateLimitPerUser: number },
+): void {
+  const { perAddress, perKey, perUser } = limiters;
   const policy = (name: Count['policy'], max: number) => `"${name}";q=${max};w=${WINDOW_MS / 1000}`;
   const addressPolicy = policy('address', config.rateLimit);
   const keyPolicies = [policy('key', config.rateLimit), ...(perUser ? [policy('user', config.rateLimitPerUser)] : [])].join(', ');
 
-  // After authentication's own onRequest hook (http/authenticate.ts), before its refusals are answered.
-  app.addHook('onRequest', async (request, reply) => {
-    // The load balancer's probe is never counted: it must say 503 itself when the database is away.
-    if (request.routeOptions.url === '/health') return;
+  /** The request's counts: the key's (or the address's), then its user's; at once while the process holds numbers. */
+  const countsOf = (request: FastifyRequest): Count[] | Promise<Count[]> => {
+    const keyed = request.principal?.keyId != null;
+    const first = keyed ? perKey(request) : perAddress(request);
     // The user's ceiling counts only what the key's own limit let through.
-    const counts = request.principal?.keyId != null ? [await perKey(request)] : [await perAddress(request)];
-    if (perUser && request.principal?.keyId != null && !counts[0]?.exceeded) counts.push(await perUser(request));
+    const withUser = (count: Count): Count[] | Promise<Count[]> => {
+      if (!perUser || !keyed || count.exceeded) return [count];
+      const second = perUser(request);
+      return second instanceof Promise ? second.then((user) => [count, user]) : [count, second];
+    };
+    return first instanceof Promise ? first.then(withUser) : withUser(first);
+  };
+  /** The RateLimit fields on the answer, and the 429 of a count past its limit. */
+  const answer = (request: FastifyRequest, reply: FastifyReply, counts: Count[]): void => {
     const nearest = counts.reduce((a, b) => ((b.exceeded && !a.exceeded) || b.remaining < a.remaining ? b : a));
-    reply.headers({
-      'RateLimit-Policy': request.principal?.keyId != null ? keyPolicies : addressPolicy,
-      RateLimit: counts.map((c) => `"${c.policy}";r=${c.remaining};t=${c.resetSeconds}`).join(', '),
-      'RateLimit-Limit': String(nearest.max),
-      'RateLimit-Remaining': String(nearest.remaining),
-      'RateLimit-Reset': String(nearest.resetSeconds),
-    });
+    let fields = '';
+    for (const c of counts) fields += `${fields ? ', ' : ''}"${c.policy}";r=${c.remaining};t=${c.resetSeconds}`;
+    reply
+      .header('RateLimit-Policy', request.principal?.keyId != null ? keyPolicies : addressPolicy)
+      .header('RateLimit', fields)
+      .header('RateLimit-Limit', String(nearest.max))
+      .header('RateLimit-Remaining', String(nearest.remaining))
+      .header('RateLimit-Reset', String(nearest.resetSeconds));
     const over = counts.find((c) => c.exceeded);
     if (over) {
       const retryAfter = Math.max(1, over.resetSeconds);
@@ -192,6 +217,19 @@ export async function registerRateLimit(app: App, ctx: AppContext): Promise<void
         },
       );
     }
+  };
+
+  app.addHook('onRequest', (request, reply, done) => {
+    // The load balancer's probe is never counted: it must say 503 itself when the database is away.
+    if (request.routeOptions.url === '/health') return done();
+    const counts = countsOf(request);
+    if (counts instanceof Promise)
+      return doneWhen(
+        counts.then((taken) => answer(request, reply, taken)),
+        done,
+      );
+    answer(request, reply, counts);
+    done();
   });
 }
 
