@@ -16,9 +16,12 @@ interface Step {
   key: string | number | undefined;
 }
 
-/** What is wrong with the value, as a sentence naming where (`metadata.crm`), or undefined. */
+/**
+ * What is wrong with the value, as a sentence naming where (`metadata.crm`), or undefined. Where a
+ * string is is worked out only for a string that is wrong: a body of good strings costs no path.
+ */
 export function jsonTextProblem(root: unknown): string | undefined {
-  if (typeof root === 'string') return stringProblem(root, 'the body');
+  if (typeof root === 'string') return stringProblem(root, () => 'the body');
   if (root === null || typeof root !== 'object') return undefined;
   const stack: Step[] = [{ value: root, depth: 1, parent: undefined, key: undefined }];
   for (let step = stack.pop(); step !== undefined; step = stack.pop()) {
@@ -28,29 +31,40 @@ export function jsonTextProblem(root: unknown): string | undefined {
       for (let i = 0; i < value.length; i++) {
         const item: unknown = value[i];
         if (typeof item === 'string') {
-          const problem = stringProblem(item, where({ value: item, depth, parent: step, key: i }));
-          if (problem) return problem;
-        } else if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, parent: step, key: i });
+          if (wellFormed(item)) continue;
+          const parent = step;
+          return stringProblem(item, () => where({ value: item, depth, parent, key: i }));
+        }
+        if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, parent: step, key: i });
       }
       continue;
     }
     for (const key in value as Record<string, unknown>) {
-      const keyProblem = stringProblem(key, `a key of ${where(step)}`);
-      if (keyProblem) return keyProblem;
+      if (!wellFormed(key)) {
+        const parent = step;
+        return stringProblem(key, () => `a key of ${where(parent)}`);
+      }
       const item = (value as Record<string, unknown>)[key];
       if (typeof item === 'string') {
-        const problem = stringProblem(item, where({ value: item, depth, parent: step, key }));
-        if (problem) return problem;
-      } else if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, parent: step, key });
+        if (wellFormed(item)) continue;
+        const parent = step;
+        return stringProblem(item, () => where({ value: item, depth, parent, key }));
+      }
+      if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, parent: step, key });
     }
   }
   return undefined;
 }
 
-function stringProblem(text: string, at: string): string | undefined {
-  if (text.includes('\u0000')) return `Strings must not contain NUL (\\u0000) characters (${at} does).`;
+/** A string PostgreSQL can store: no NUL, no lone surrogate. */
+function wellFormed(text: string): boolean {
+  return !text.includes('\u0000') && text.isWellFormed();
+}
+
+function stringProblem(text: string, at: () => string): string | undefined {
+  if (text.includes('\u0000')) return `Strings must not contain NUL (\\u0000) characters (${at()} does).`;
   if (!text.isWellFormed()) {
-    return `Strings must be Unicode text: ${at} holds a lone UTF-16 surrogate (a \\ud800–\\udfff escape without its pair).`;
+    return `Strings must be Unicode text: ${at()} holds a lone UTF-16 surrogate (a \\ud800–\\udfff escape without its pair).`;
   }
   return undefined;
 }
