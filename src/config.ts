@@ -57,6 +57,11 @@ export interface Config {
   readonly sendRetryBaseMs: number;
   /** How long a worker's claim on a delivery lasts before another worker may take it over. */
   readonly sendLeaseMs: number;
+  /**
+   * How often the job queue looks for jobs whose worker died (silent heartbeat) to retry them:
+   * after a crash, a webhook endpoint's events wait up to this (plus the 10 s heartbeat).
+   */
+  readonly jobSuperviseIntervalMs: number;
   /** Deliveries a delivery job claims per round trip; also bounds how many `sent` records one statement holds. */
   readonly sendBatchSize: number;
   /** The complaint and bounce brakes (docs/sending.md, "Brakes"). */
@@ -550,11 +555,21 @@ function dnsServers(read: EnvReader): string[] {
   return servers;
 }
 
+/** JOB_SUPERVISE_INTERVAL: from a second to an hour (the job queue's own bounds are a second and a day). */
+function jobSuperviseInterval(read: EnvReader): number {
+  const ms = read.duration('JOB_SUPERVISE_INTERVAL', '60s');
+  // 0: not a duration at all, already reported.
+  if (ms > 0 && (ms < 1000 || ms > 3_600_000))
+    read.problem(`JOB_SUPERVISE_INTERVAL must be from 1s to 1h (got "${read.text('JOB_SUPERVISE_INTERVAL')}")`);
+  return ms;
+}
+
 /** The sending engine: retries, leases, batches. */
 function sendingSettings(read: EnvReader) {
   return {
     sendRetryBaseMs: read.duration('SEND_RETRY_BASE', '30s'),
     sendLeaseMs: read.duration('SEND_LEASE', '10s'),
+    jobSuperviseIntervalMs: jobSuperviseInterval(read),
     sendBatchSize: read.integer('SEND_BATCH_SIZE', 100, 1, 1000),
     brakes: Object.freeze({
       complaintRate: read.percent('BRAKE_COMPLAINT_RATE', 0.3),

@@ -30,6 +30,14 @@ describe('configuration', () => {
     for (const bad of ['', '5', '1w', '-1s', '1.5h', 'soon']) assert.equal(parseDuration(bad), undefined, bad);
   });
 
+  test('JOB_SUPERVISE_INTERVAL: a minute by default, from 1s to 1h', () => {
+    assert.equal(loadConfig({}).jobSuperviseIntervalMs, 60_000);
+    assert.equal(loadConfig({ JOB_SUPERVISE_INTERVAL: '10s' }).jobSuperviseIntervalMs, 10_000);
+    for (const bad of ['500ms', '2h', 'often']) {
+      assert.throws(() => loadConfig({ JOB_SUPERVISE_INTERVAL: bad }), /JOB_SUPERVISE_INTERVAL must/, bad);
+    }
+  });
+
   test('every invalid variable is reported at once, named, with the accepted form', () => {
     const error = (() => {
       try {

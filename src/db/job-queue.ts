@@ -56,11 +56,10 @@ function jobQueueSchema(config: Config): string {
 export async function openJobQueue(database: DatabaseHandle, config: Config): Promise<JobQueue> {
   const schema = jobQueueSchema(config);
   // A job whose worker died (its heartbeat stopped) is failed, and so retried or, for a webhook
-  // endpoint's job (policy stately), replaced, at pg-boss's next supervising pass over its queue:
-  // every 10 s rather than the default minute, so that the work of a killed process goes on within
-  // about 20 s (10 s of heartbeat, 10 s to the pass) instead of up to 70. A pass is a few statements
-  // on the job table's indexes.
-  const supervise = { superviseIntervalSeconds: 10, monitorIntervalSeconds: 10 };
+  // endpoint's job (policy stately), replaced, at pg-boss's next supervising pass over its queue,
+  // every JOB_SUPERVISE_INTERVAL (a minute by default: a pass costs about 80 ms of CPU on PGlite).
+  const seconds = Math.max(1, Math.round(config.jobSuperviseIntervalMs / 1000));
+  const supervise = { superviseIntervalSeconds: seconds, monitorIntervalSeconds: seconds };
   const boss = database.pglite
     ? new PgBoss({ db: fromPglite(database.pglite as never), backend: 'pglite', schema, ...supervise })
     : new PgBoss({ connectionString: config.databaseUrl, schema, max: 4, ...supervise });

@@ -33,7 +33,16 @@ const RECIPIENTS = 2000;
 const DUPLICATE_WINDOW = 2 * 10;
 /** SMTP_MAX_CONNECTIONS of WORKER_ENV: the most a crash may send twice. */
 const MOST_DUPLICATES = 1;
-const WORKER_ENV = { SMTP_MAX_CONNECTIONS: '1', SEND_BATCH_SIZE: '10', SEND_LEASE: '2s', SEND_RETRY_BASE: '200ms', LOG_LEVEL: 'info' };
+// The killed worker's delivery job is retried once the job queue sees its heartbeat silent:
+// checked every 5 s here rather than every minute (JOB_SUPERVISE_INTERVAL).
+const WORKER_ENV = {
+  JOB_SUPERVISE_INTERVAL: '5s',
+  SMTP_MAX_CONNECTIONS: '1',
+  SEND_BATCH_SIZE: '10',
+  SEND_LEASE: '2s',
+  SEND_RETRY_BASE: '200ms',
+  LOG_LEVEL: 'info',
+};
 
 interface Setup {
   database: DatabaseHandle;

@@ -65,6 +65,9 @@ describe('webhooks across a worker restart', () => {
         WEBHOOK_RETRY_BASE: '300ms',
         WEBHOOK_POLL_INTERVAL: '100ms',
         WEBHOOK_TIMEOUT: '2s',
+        // The killed process's job blocks the endpoint's next one (policy stately) until the queue
+        // sees its heartbeat silent: checked every 5 s, not every minute.
+        JOB_SUPERVISE_INTERVAL: '5s',
       }),
     };
   });
