@@ -42,6 +42,22 @@ export function precompiled<Values extends unknown[], Row>(
 export function precompiledInsert<Row>(
   build: (db: Db, values: Record<string, unknown>) => Compilable<Row>,
 ): (db: Db, values: object) => Promise<Row> {
+  const statement = precompiledByShape(build);
+  return async (db, values) => {
+    const [row] = await statement(db, values);
+    if (!row) throw new Error('precompiledInsert: the insert returned no row');
+    return row;
+  };
+}
+
+/**
+ * A statement built from a record of values, compiled once per set of keys given (and database
+ * handle), then run with new values; its rows returned. `precompiledInsert` is one; so is an
+ * insert whose values are a sub-select's (message-tables.ts, insertDropPlaying).
+ */
+export function precompiledByShape<Row>(
+  build: (db: Db, values: Record<string, unknown>) => Compilable<Row>,
+): (db: Db, values: object) => Promise<Row[]> {
   const shapes = new WeakMap<Db, Map<string, { query: CompiledQuery<Row>; columns: number[] }>>();
   return async (db, values) => {
     const columns = Object.keys(values).filter((column) => (values as Record<string, unknown>)[column] !== undefined);
@@ -57,16 +73,14 @@ export function precompiledInsert<Row>(
       const query = build(db, Object.fromEntries(columns.map((column, index) => [column, placeholders[index]]))).compile();
       const order = query.parameters.map((parameter) => placeholders.indexOf(parameter as symbol));
       if (order.includes(-1) || order.length !== columns.length) {
-        throw new Error('precompiledInsert: every value must become one parameter of the query');
+        throw new Error('precompiledByShape: every value must become one parameter of the statement');
       }
       compiled = { query, columns: order };
       if (known.size >= MAX_SHAPES) known.clear();
       known.set(shape, compiled);
     }
     const parameters = compiled.columns.map((index) => (values as Record<string, unknown>)[columns[index] as string]);
-    const rows = await run<Row>(db, compiled.query.sql, parameters);
-    if (!rows[0]) throw new Error('precompiledInsert: the insert returned no row');
-    return rows[0];
+    return await run<Row>(db, compiled.query.sql, parameters);
   };
 }
 

@@ -2,7 +2,7 @@ import { type Insertable, type ShallowDehydrateObject, type SqlBool, sql } from 
 import { jsonBuildObject } from 'kysely/helpers/postgres';
 import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
-import { precompiled, precompiledInsert } from '../db/precompiled.ts';
+import { precompiled, precompiledByShape, precompiledInsert } from '../db/precompiled.ts';
 import type {
   MediaRow,
   MessageStatusColumn,
@@ -82,16 +82,17 @@ function toEmailView({ reporting, owner, ...row }: Joined<'templated_email'>): E
 }
 
 function toDropView({ reporting, owner, media, ...row }: JoinedDrop): DropView {
+  return { ...view<VoicemailDropRow>(row, reporting, owner), media: mediaOfJson(media) };
+}
+
+/** A media item read as `to_json(m)`: JSON has no timestamps, so the item's come as text. */
+function mediaOfJson(media: ShallowDehydrateObject<MediaRow>): MediaRow {
   const { created_at, updated_at, deleted_at } = media;
   return {
-    ...view<VoicemailDropRow>(row, reporting, owner),
-    // JSON has no timestamps: the media item's come as text.
-    media: {
-      ...media,
-      created_at: new Date(created_at),
-      updated_at: new Date(updated_at),
-      deleted_at: deleted_at === null ? null : new Date(deleted_at),
-    },
+    ...media,
+    created_at: new Date(created_at),
+    updated_at: new Date(updated_at),
+    deleted_at: deleted_at === null ? null : new Date(deleted_at),
   };
 }
 
@@ -292,6 +293,50 @@ const emailInsert = precompiledInsert<TemplatedEmailRow>((db, values) =>
 
 export function insertDrop(db: Db, values: Insertable<VoicemailDropsTable>): Promise<VoicemailDropRow> {
   return dropInsert(db, values);
+}
+
+/**
+ * What a new drop's media item must be for `insertDropPlaying` to insert the drop: one of the
+ * owner's live items, of one of these types, and longer than `minSeconds` when its length is known
+ * (voicemail/drops.ts decides; this is its statement).
+ */
+interface PlayableMedia {
+  mediaId: number;
+  ownerId: number;
+  mimeTypes: readonly string[];
+  minSeconds: number;
+}
+
+const dropPlayingInsert = precompiledByShape<VoicemailDropRow & { media: ShallowDehydrateObject<MediaRow> }>((db, values) => {
+  const { gate_media, gate_owner, gate_types, gate_seconds, ...columns } = values;
+  const names = Object.keys(columns);
+  const statement = sql<VoicemailDropRow & { media: ShallowDehydrateObject<MediaRow> }>`
+    WITH m AS (SELECT * FROM media WHERE id = ${gate_media} AND user_id = ${gate_owner} AND deleted_at IS NULL),
+    d AS (
+      INSERT INTO voicemail_drops (${sql.join(names.map((name) => sql.id(name)))})
+      SELECT ${sql.join(names.map((name) => columns[name]))} FROM m
+      WHERE m.mime_type = ANY(${gate_types}::text[]) AND (m.duration_seconds IS NULL OR m.duration_seconds > ${gate_seconds})
+      RETURNING *)
+    SELECT d.*, to_json(m) AS media FROM m LEFT JOIN d ON true`;
+  return { compile: () => statement.compile(db) };
+});
+
+/**
+ * A new drop and its media item in one statement (one round trip, where the item's check and the
+ * insert were two): the drop is inserted only when the item is as `media` says it must be. Returns
+ * the item (undefined when the owner has no such live item) and the drop (undefined when it was
+ * not inserted), for the caller to say why.
+ */
+export async function insertDropPlaying(
+  db: Db,
+  values: Insertable<VoicemailDropsTable>,
+  media: PlayableMedia,
+): Promise<{ drop: VoicemailDropRow | undefined; media: MediaRow | undefined }> {
+  const gate = { gate_media: media.mediaId, gate_owner: media.ownerId, gate_types: media.mimeTypes, gate_seconds: media.minSeconds };
+  const [row] = await dropPlayingInsert(db, { ...values, ...gate });
+  if (!row) return { drop: undefined, media: undefined };
+  const { media: item, ...drop } = row;
+  return { drop: drop.id === null ? undefined : drop, media: mediaOfJson(item) };
 }
 
 export function insertEmail(db: Db, values: Insertable<TemplatedEmailsTable>): Promise<TemplatedEmailRow> {

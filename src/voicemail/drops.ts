@@ -6,7 +6,7 @@ import type { Db } from '../db/database.ts';
 import type { UserRef } from '../db/owned-rows.ts';
 import type { MediaRow, VoicemailDropRow, VoicemailDropsTable } from '../db/schema.ts';
 import type { CountCache, Filters, SearchParams } from '../db/search.ts';
-import { type FieldErrors, notFound, throwIfAny } from '../errors.ts';
+import { type FieldErrors, notFound, throwIfAny, validationError } from '../errors.ts';
 import { Id, Nullable, StringEnum, Timestamp, WritableBody } from '../json-schema.ts';
 import { findOwnedMedia, isAudioMedia, Media, toApiMedia } from '../media/media.ts';
 import { MESSAGE_STATUSES, planSchedule, SEND_TYPES } from '../messages/lifecycle.ts';
@@ -23,12 +23,12 @@ import {
   StatusField,
   StatusOut,
 } from '../messages/message-fields.ts';
-import { type DropView, findDrop, insertDrop, pageOfDrops } from '../messages/message-tables.ts';
+import { type DropView, findDrop, insertDrop, insertDropPlaying, pageOfDrops } from '../messages/message-tables.ts';
 import { createMessage, deleteMessage, externalIdTaken, updateMessage } from '../messages/message-writes.ts';
 import { RecipientList, RecipientOutput, resolveRecipientEntries } from '../messages/recipients.ts';
 import { formatTimestamp } from '../time.ts';
 import { PROVIDER_QUEUES, sendProviderJob } from './provider-queues.ts';
-import { configuredProviders, dropAudioType, MIN_DROP_SECONDS, VOICEMAIL_PROVIDERS } from './providers.ts';
+import { configuredProviders, DROP_AUDIO_MIME_TYPES, dropAudioType, MIN_DROP_SECONDS, VOICEMAIL_PROVIDERS } from './providers.ts';
 
 /**
  * Voicemail drops (the specification's first resource): the API shape and bodies, the rules a
@@ -136,32 +136,25 @@ export function toApiVoicemailDrop(view: DropView, publicUrl: string) {
 /**
  * Checks a create (`current` undefined) or a partial update against the owner's data and the
  * status rules, and returns the columns to write. One validation error reports every problem.
+ * With `mediaAtInsert` (a create), the media item is checked by the insert itself when every
+ * other field is valid (createDrop): one round trip fewer; a body refused anyway still has its
+ * media item checked here, so that its answer names every problem.
  */
-async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, current: VoicemailDropRow | undefined) {
+async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, current: VoicemailDropRow | undefined, mediaAtInsert = false) {
   const { db } = ctx.database;
-  const errors: FieldErrors = {};
+  let errors: FieldErrors = {};
   const changes: Partial<Insertable<VoicemailDropsTable>> = {};
-  let media: MediaRow | undefined;
   if (body.provider !== undefined) {
     const configured: string[] = configuredProviders(ctx.config);
     if (!configured.includes(body.provider))
       errors.provider = [`is not configured on this server; configured: ${configured.join(', ') || 'none'}`];
     else changes.provider = body.provider;
   }
-  if (body.media_id !== undefined) {
-    const named = await findOwnedMedia(db, ownerId, body.media_id);
-    if (!named) errors.media_id = ["does not name one of the owner's media items"];
-    else if (!isAudioMedia(named)) errors.media_id = [`must name an audio file (media ${named.id} is ${named.mime_type})`];
-    else if (!dropAudioType(named.mime_type))
-      errors.media_id = [`must name WAV, MP3 or M4A audio, the formats providers play (media ${named.id} is ${named.mime_type})`];
-    else if (named.duration_seconds !== null && named.duration_seconds <= MIN_DROP_SECONDS) {
-      errors.media_id = [
-        `must name audio longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (media ${named.id} is ${named.duration_seconds} s long)`,
-      ];
-    } else {
-      changes.media_id = named.id;
-      media = named;
-    }
+  if (body.media_id !== undefined && mediaAtInsert) changes.media_id = body.media_id;
+  else if (body.media_id !== undefined) {
+    const problem = mediaProblem(await findOwnedMedia(db, ownerId, body.media_id));
+    if (problem) errors.media_id = [problem];
+    else changes.media_id = body.media_id;
   }
   if (body.callback_number !== undefined) {
     const digits = normalizeNanpPhone(body.callback_number);
@@ -183,9 +176,27 @@ async function dropChanges(ctx: AppContext, ownerId: number, body: DropBody, cur
   const otherChanges = current !== undefined && changesAny(current, comparable, CONTENT_FIELDS);
   const requested = { status: body.status, send_type: body.send_type, send_at: parseSendAt(body.send_at) };
   const schedule = planSchedule(current, requested, otherChanges, ctx.clock, errors);
+  if (mediaAtInsert && body.media_id !== undefined && Object.keys(errors).length > 0) {
+    const problem = mediaProblem(await findOwnedMedia(db, ownerId, body.media_id));
+    // In its place among the fields, after the provider.
+    const { provider, ...rest } = errors;
+    if (problem) errors = { ...(provider ? { provider } : {}), media_id: [problem], ...rest };
+  }
   throwIfAny(errors);
-  // The media item read (and checked) here, so that a new drop is answered without reading it back.
-  return { values: { ...changes, ...schedule }, media };
+  return { values: { ...changes, ...schedule } };
+}
+
+/** Why a media item cannot be a drop's audio (not the owner's live item, not audio a provider plays, too short), or undefined. */
+function mediaProblem(named: MediaRow | undefined): string | undefined {
+  if (!named) return "does not name one of the owner's media items";
+  if (!isAudioMedia(named)) return `must name an audio file (media ${named.id} is ${named.mime_type})`;
+  if (!dropAudioType(named.mime_type)) {
+    return `must name WAV, MP3 or M4A audio, the formats providers play (media ${named.id} is ${named.mime_type})`;
+  }
+  if (named.duration_seconds !== null && named.duration_seconds <= MIN_DROP_SECONDS) {
+    return `must name audio longer than ${MIN_DROP_SECONDS} seconds, as providers refuse shorter audio (media ${named.id} is ${named.duration_seconds} s long)`;
+  }
+  return undefined;
 }
 
 // ── Statements ──────────────────────────────────────────────────────────────────────────────
@@ -202,11 +213,22 @@ export function searchDrops(db: Db, ownerId: number, params: SearchParams, total
 }
 
 export async function createDrop(ctx: AppContext, owner: UserRef, body: Static<typeof CreateDropBody>): Promise<DropView> {
-  const { values, media } = await dropChanges(ctx, owner.id, body, undefined);
+  const { values } = await dropChanges(ctx, owner.id, body, undefined, true);
   const now = ctx.clock();
   const row = { ...values, user_id: owner.id, created_at: now, updated_at: now } as Insertable<VoicemailDropsTable>;
+  // The media item is checked by the insert (mediaProblem's rules as a condition), and read with it.
+  const playable = { mediaId: body.media_id, ownerId: owner.id, mimeTypes: DROP_AUDIO_MIME_TYPES, minSeconds: MIN_DROP_SECONDS };
+  let media: MediaRow | undefined;
   const created = await externalIdTaken(ctx, 'voicemail_drop', owner.id, values.external_id, () =>
-    createMessage(ctx, 'voicemail_drop', owner, values, (db) => insertDrop(db, row)),
+    createMessage(ctx, 'voicemail_drop', owner, values, async (db) => {
+      const inserted = await insertDropPlaying(db, row, playable);
+      media = inserted.media;
+      if (inserted.drop) return inserted.drop;
+      const problem = mediaProblem(inserted.media);
+      if (problem) throw validationError({ media_id: [problem] });
+      // The condition refused an item the rules take (it never should): the rules decide.
+      return await insertDrop(db, row);
+    }),
   );
   return { ...created, media: media as MediaRow };
 }

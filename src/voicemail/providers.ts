@@ -11,6 +11,9 @@ export type DropAudioType = (typeof DROP_AUDIO_TYPES)[keyof typeof DROP_AUDIO_TY
 /** Providers refuse shorter audio (Slybroadcast: "longer than 5 s"). */
 export const MIN_DROP_SECONDS = 5;
 
+/** The types `dropAudioType` knows, every one `audio/…`: a new drop's insert checks its media item against them (drops.ts). */
+export const DROP_AUDIO_MIME_TYPES: readonly string[] = Object.keys(DROP_AUDIO_TYPES);
+
 export function dropAudioType(mimeType: string): DropAudioType | undefined {
   return DROP_AUDIO_TYPES[mimeType as keyof typeof DROP_AUDIO_TYPES];
 }

@@ -175,6 +175,8 @@ describe('voicemail drops', () => {
   });
 
   test("media_id names an audio item of the drop's owner", async () => {
+    const total = async () => (await client.get(url)).body.meta.total as number;
+    const before = await total();
     const mp3 = await audioMedia(t, owner, 'mp3');
     const made = await client.post(url, { ...valid, media_id: mp3.id });
     assert.equal(made.status, 201, made.raw);
@@ -189,6 +191,20 @@ describe('voicemail drops', () => {
     const imageReply = await refused({ media_id: image.id }, ['media_id']);
     assert.match(imageReply.body.errors.media_id[0], /audio/);
     await refused({ media_id: theirs.id }, ['media_id'], `/v3/voicemail_drops/${made.body.id}`, 'PUT');
+    // The insert checks the item itself (one statement): nothing refused was created, and a body
+    // refused for other fields too names the item's problem among them, in the fields' order.
+    assert.equal(await total(), before + 1, 'only the one playable drop');
+    const both = await refused({ provider: 'Slybroadcast', media_id: short.id, name: ' ' }, ['provider', 'media_id', 'name']);
+    assert.deepEqual(Object.keys(both.body.errors), ['provider', 'media_id', 'name']);
+    assert.match(both.body.errors.media_id[0], /^must name audio longer than 5 seconds/);
+    const alone = await refused({ media_id: short.id }, ['media_id']);
+    assert.deepEqual(alone.body.errors.media_id, both.body.errors.media_id);
+    const scheduled = { status: 'Scheduled', send_type: 'Future', send_at: '2099-07-12T12:56:00Z' };
+    await refused({ ...scheduled, media_id: image.id }, ['media_id']);
+    assert.equal(await total(), before + 1);
+    const later = await client.post(url, { ...valid, ...scheduled, media_id: mp3.id });
+    assert.equal(later.status, 201, later.raw);
+    assert.deepEqual(later.body.media, (await client.get(`/v3/media/${mp3.id}`)).body);
   });
 
   test('callback_number is stored as 10 digits; other numbers are refused', async () => {
