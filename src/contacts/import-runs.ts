@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.ts';
+import type { OneConnection } from '../db/one-connection.ts';
 import { findOwnedRow } from '../db/owned-rows.ts';
 import type { RefusedImportRow } from '../db/schema.ts';
 import { DomainError, type FieldErrors } from '../errors.ts';
@@ -184,7 +185,7 @@ export async function runImport(
   id: number,
   check: RowCheck,
   clock: () => Date,
-  options: { oneConnection: boolean },
+  options: { oneConnection: OneConnection | undefined },
 ): Promise<void> {
   const kept = await db.selectFrom('contact_imports').select(['user_id', 'file', 'mapping']).where('id', '=', id).executeTakeFirstOrThrow();
   try {

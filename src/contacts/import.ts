@@ -4,6 +4,7 @@ import { CsvError, type Info, parse } from 'csv-parse';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/database.ts';
+import type { OneConnection } from '../db/one-connection.ts';
 import { addressFreedMeanwhile, DomainError, type FieldErrors } from '../errors.ts';
 import { jsonTextProblem } from '../json-text.ts';
 import {
@@ -37,8 +38,10 @@ const BATCH = 1000;
  * On PGlite a batch's transaction holds the one connection every other request waits for, and its
  * statements run on the event loop: there batches are sized to take about BATCH_CPU_MS of this
  * thread's CPU each (as many rows as the last batch wrote in that time, from MIN_BATCH up to
- * BATCH, at most doubling), some 100 rows. CPU time, not the clock's: on a loaded machine the
- * clock's time grows, the work does not, and ever smaller batches would only add to the load.
+ * BATCH, at most doubling), some 300 rows, and each waits for a pause in the requests' use of the
+ * connection (db/one-connection.ts), so that a request waits for one batch at most. CPU time, not
+ * the clock's: on a loaded machine the clock's time grows, the work does not, and ever smaller
+ * batches would only add to the load.
  */
 const BATCH_CPU_MS = 25;
 const MIN_BATCH = 50;
@@ -237,8 +240,9 @@ interface Checked {
 
 /**
  * Imports the rows for `userId`, adding `extraTags` to every imported contact. `oneConnection`:
- * the database is one connection that every request shares (PGlite), so batches are kept short.
- * `progress` is told how many rows are done each time a batch is written.
+ * the database is one connection that every request shares (PGlite), so batches are kept short and
+ * each waits for a pause in the requests' use of it. `progress` is told how many rows are done
+ * each time a batch is written.
  */
 export async function importContacts(
   db: Db,
@@ -247,7 +251,7 @@ export async function importContacts(
   check: RowCheck,
   extraTags: string[],
   now: Date,
-  { oneConnection = false, progress }: { oneConnection?: boolean; progress?: (rowsDone: number) => Promise<void> } = {},
+  { oneConnection, progress }: { oneConnection?: OneConnection | undefined; progress?: (rowsDone: number) => Promise<void> } = {},
 ): Promise<ImportResult> {
   const writer = new BatchWriter(db, userId, now, oneConnection);
   const { result } = writer;
@@ -293,9 +297,9 @@ class BatchWriter {
   readonly #db: Db;
   readonly #userId: number;
   readonly #now: Date;
-  readonly #oneConnection: boolean;
+  readonly #oneConnection: OneConnection | undefined;
 
-  constructor(db: Db, userId: number, now: Date, oneConnection: boolean) {
+  constructor(db: Db, userId: number, now: Date, oneConnection: OneConnection | undefined) {
     this.#db = db;
     this.#userId = userId;
     this.#now = now;
@@ -304,9 +308,8 @@ class BatchWriter {
   }
 
   async write(batch: Checked[]): Promise<void> {
-    // One turn of the event loop first: a request that was on its way to the database gets there
-    // before this batch's transaction takes it.
-    if (this.#oneConnection) await setImmediate();
+    // On PGlite, after the requests that are using the connection: each waits for one batch at most.
+    await this.#oneConnection?.quiet();
     const started = process.threadCpuUsage();
     const { created, updated, refused } = await writeBatch(this.#db, this.#userId, batch, this.#now);
     if (this.#oneConnection) {
@@ -333,9 +336,13 @@ class BatchWriter {
    */
   async freshenStatistics(atEnd: boolean): Promise<void> {
     const look = this.#unchecked >= BATCH || (atEnd && this.#unchecked > 0);
-    if (look) this.#unchecked = 0;
+    if (look) {
+      this.#unchecked = 0;
+      await this.#oneConnection?.quiet();
+    }
     if (this.result.created >= this.#nextAnalyze || (look && (await contactStatisticsStale(this.#db, BATCH)))) {
-      await analyzeContacts(this.#db, { quick: this.#oneConnection });
+      await this.#oneConnection?.quiet();
+      await analyzeContacts(this.#db, { quick: this.#oneConnection !== undefined });
       while (this.#nextAnalyze <= this.result.created) this.#nextAnalyze *= 2;
     }
   }

@@ -2,11 +2,12 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
-import { Kysely, type LogEvent, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { Kysely, type LogEvent, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Config } from '../config.ts';
 import { type Channel, channelName } from './channels.ts';
 import { migrateToLatest } from './migrate.ts';
+import { OneConnection } from './one-connection.ts';
 import { acquirePgliteLock } from './pglite-lock.ts';
 import { prepareRepeatedStatements } from './prepared-statements.ts';
 import type { Database } from './schema.ts';
@@ -42,6 +43,11 @@ export interface DatabaseHandle {
   readonly kind: 'pglite' | 'postgres';
   /** The embedded database itself, when there is one (the job queue runs on it too). */
   readonly pglite: PGlite | undefined;
+  /**
+   * PGlite's one connection, which every request shares (undefined on PostgreSQL): background
+   * work that holds it long waits for a pause in the requests' use of it (db/one-connection.ts).
+   */
+  readonly oneConnection: OneConnection | undefined;
   /**
    * Number of SQL statements run so far, but the rate limiter's allotments: lets tests prove a
    * request never reached the database, or how many statements it took.
@@ -85,7 +91,7 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
     if (!event.query.sql.includes('rate_limit_counts')) queries++;
   };
   const schema = config.databaseSchema;
-  const { db, requestDb, pool, embedded, releaseLock } = config.databaseUrl
+  const { db, requestDb, pool, embedded, oneConnection, releaseLock } = config.databaseUrl
     ? connectPostgres(config.databaseUrl, config, count, log, () => queries++)
     : await openPglite(config, count);
 
@@ -106,6 +112,7 @@ export async function openDatabase(config: Config, log?: DatabaseLog): Promise<D
     requestDb,
     kind: config.databaseUrl ? 'postgres' : 'pglite',
     pglite: embedded,
+    oneConnection,
     queryCount: () => queries,
     async listen(base, onNotice) {
       // This installation's channel (db/channels.ts): another schema's notices never arrive.
@@ -145,6 +152,7 @@ interface Connection {
   /** The request pool (PostgreSQL). */
   pool?: pg.Pool;
   embedded?: PGlite;
+  oneConnection?: OneConnection;
   releaseLock: () => void;
 }
 
@@ -225,8 +233,9 @@ async function openPglite(config: Config, count: (event: LogEvent) => void): Pro
     ]);
     const pglite = await PGlite.create({ dataDir, parsers: { [INT8_OID]: parseInt8 }, extensions: { pg_trgm, btree_gin }, ...compiled });
     if (config.databaseSchema !== 'public') await pglite.query(`SET search_path TO ${config.databaseSchema}`);
-    const db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }), log: count });
-    return { db, requestDb: db, embedded: pglite, releaseLock };
+    const oneConnection = new OneConnection();
+    const db = new Kysely<Database>({ dialect: oneConnection.dialect({ pglite }), log: count });
+    return { db, requestDb: db, embedded: pglite, oneConnection, releaseLock };
   } catch (error) {
     releaseLock();
     throw error;

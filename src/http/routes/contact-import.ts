@@ -17,14 +17,15 @@ const ACCEPTS =
   "curl -H 'Content-Type: text/csv' --data-binary @contacts.csv";
 
 /** Bulk contact import (contacts/import.ts): the file is the body, CSV or JSON lines, up to 20 MB. */
-export const contactImportRoutes: RoutePlugin = async (app, { database: { db, kind }, clock }) => {
+export const contactImportRoutes: RoutePlugin = async (app, { database: { db, oneConnection }, clock }) => {
   // Only this scope reads these media types, as bytes (their encoding is found in contacts/csv-file.ts);
   // any other, JSON included, reaches the handler to be told what this endpoint takes.
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser(ACCEPTED, { parseAs: 'buffer', bodyLimit: MAX_IMPORT_BYTES }, (_request, body, done) => done(null, body));
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_IMPORT_BYTES }, (_request, _body, done) => done(null, undefined));
-  // PGlite is one connection that every request shares: the import keeps its transactions short there.
-  const options = { oneConnection: kind === 'pglite' };
+  // PGlite is one connection that every request shares: the import keeps its transactions short
+  // there, and takes the connection in the requests' pauses.
+  const options = { oneConnection };
   const check = (body: Record<string, unknown>) => bodyErrors(ContactBody, body);
 
   app.post(

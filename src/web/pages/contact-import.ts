@@ -202,7 +202,7 @@ async function postImport(request: FastifyRequest, reply: FastifyReply, ctx: App
     if (outcome.result) {
       const check = (body: Record<string, unknown>) => bodyErrors(ContactBody, body);
       // The import runs on after this answer; its page follows it. A failure is recorded on the import.
-      runImport(db, id, check, ctx.clock, { oneConnection: ctx.database.kind === 'pglite' }).catch((error) =>
+      runImport(db, id, check, ctx.clock, { oneConnection: ctx.database.oneConnection }).catch((error) =>
         request.log.error({ err: error, import: id }, 'contact import failed'),
       );
     }
