@@ -43,7 +43,8 @@ import { type Owner, seedOwner } from './seed-drops.ts';
  * BENCH_DURATION (seconds per run; 10, or 5 when quick), BENCH_CONNECTIONS (32),
  * BENCH_EXPLAIN=1 (print the search's plans), BENCH_KEEP=1 (keep the schema), BENCH_ONLY (a comma list of
  * read,search,create,large,startup,pglite,logging: only those runs; `large` is the owners of 100,000),
- * BENCH_SERVICE_FLAGS (more Node flags for the service, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ * BENCH_SERVICE_FLAGS (more Node flags for the service, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`),
+ * BENCH_ALLOC=1 (also what one request allocates in Hopper's process and the floor's: see ALLOC).
  */
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -62,6 +63,17 @@ const TURNS = 3;
 /** BENCH_ONLY=read,create: only those figures, for the 10,000-drop owner alone (`large` adds the others), no start-up, PGlite or logging runs. */
 const PARTS = new Set((process.env.BENCH_ONLY ?? 'read,search,create,large,startup,pglite,logging').split(','));
 const SEARCH_P50_TARGET_MS = 15;
+/**
+ * BENCH_ALLOC=1: each figure also gets what one request allocates in Hopper's process and in the
+ * floor's, measured by V8's sampling heap profiler counting the objects garbage collection took too
+ * (bench/alloc-probe.ts, preloaded into both) over a run of its own after the turns: a figure the
+ * machine's load does not move, unlike throughput.
+ */
+const ALLOC = process.env.BENCH_ALLOC === '1';
+const ALLOC_PROBE = join(import.meta.dirname, 'alloc-probe.ts');
+const ALLOC_SECONDS = 3;
+/** Where each process's alloc-probe writes its profile (BENCH_ALLOC=1): set once both have started. */
+const allocFiles = { hopper: '', floor: '' };
 const RSS_TARGET_MB = 250;
 
 /**
@@ -342,6 +354,7 @@ async function startService(env: Record<string, string | undefined>): Promise<Se
   const started = performance.now();
   const start = npmStart();
   const flags = (process.env.BENCH_SERVICE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+  if (ALLOC) flags.push('--import', ALLOC_PROBE);
   const child = spawn(process.execPath, [...start.args, ...flags, 'src/main.ts'], {
     cwd: join(import.meta.dirname, '..'),
     // RATE_LIMIT at its maximum: the default (600 a minute per key) would hold the one key the load
@@ -354,6 +367,7 @@ async function startService(env: Record<string, string | undefined>): Promise<Se
       HOST: '127.0.0.1',
       PORT: String(port),
       RATE_LIMIT: '10000000',
+      ALLOC_PROBE_FILE: join(tmpdir(), `hopper-bench-alloc-${port}.json`),
       ...env,
     },
     stdio: ['ignore', log.fd, 'inherit'],
@@ -410,6 +424,8 @@ interface Paired {
   hopper: LoadResult;
   /** Hopper ÷ the floor, each turn; the verdict is their median. */
   ratios: number[];
+  /** With BENCH_ALLOC=1: kB allocated per request. */
+  allocated?: { hopper: number; floor: number };
 }
 
 interface OwnerFigures {
@@ -447,7 +463,51 @@ async function inTurns(
     hoppers.push(await measure(label, { ...job, base: bases.hopper }, connections, pids.hopper));
   }
   const ratios = hoppers.map((run, i) => run.requestsPerSecond / (floors[i] as LoadResult).requestsPerSecond);
-  return { floor: median(floors), hopper: median(hoppers), ratios };
+  const paired: Paired = { floor: median(floors), hopper: median(hoppers), ratios };
+  if (ALLOC) {
+    paired.allocated = {
+      floor: await allocatedPerRequest({ ...job, base: bases.floor }, connections, pids.floor, allocFiles.floor),
+      hopper: await allocatedPerRequest({ ...job, base: bases.hopper }, connections, pids.hopper, allocFiles.hopper),
+    };
+  }
+  return paired;
+}
+
+
+/**
+ * kB one request allocates in process `pid` (BENCH_ALLOC=1): its alloc-probe's sampling heap
+ * profile over ALLOC_SECONDS of load, every sample's size summed, divided by the requests served.
+ */
+async function allocatedPerRequest(
+  job: Omit<LoadJob, 'duration' | 'connections'>,
+  connections: number,
+  pid: number,
+  file: string,
+): Promise<number> {
+  const appears = async (path: string) => {
+    for (let i = 0; i < 500; i++) {
+      if (
+        await readFile(path).then(
+          () => true,
+          () => false,
+        )
+      )
+        return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error(`alloc-probe: ${path} did not appear (is the probe preloaded?)`);
+  };
+  for (const path of [file, `${file}.started`, `${file}.done`]) await rm(path, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  await appears(`${file}.started`);
+  const result = await load({ ...job, duration: ALLOC_SECONDS, connections });
+  process.kill(pid, 'SIGUSR2');
+  await appears(`${file}.done`);
+  type Node = { selfSize: number; children: Node[] };
+  const sum = (node: Node): number => node.selfSize + node.children.reduce((total, child) => total + sum(child), 0);
+  const bytes = sum((JSON.parse(await readFile(file, 'utf8')) as { head: Node }).head);
+  for (const path of [file, `${file}.started`, `${file}.done`]) await rm(path, { force: true });
+  return bytes / result.total / 1024;
 }
 
 async function runOwner(service: Service, floor: { base: string; pid: number }, owner: Owner): Promise<OwnerFigures> {
@@ -512,13 +572,22 @@ async function main(): Promise<void> {
     start.seeded = service.startMs;
 
     floor = fork(import.meta.filename, ['--floor'], {
-      env: { ...process.env, FLOOR_SCHEMA: schema, FLOOR_CERT_DIR: join(dataDir, 'tls'), FLOOR_PUBLIC_URL: PUBLIC_URL },
+      execArgv: ALLOC ? ['--import', ALLOC_PROBE] : [],
+      env: {
+        ...process.env,
+        FLOOR_SCHEMA: schema,
+        FLOOR_CERT_DIR: join(dataDir, 'tls'),
+        FLOOR_PUBLIC_URL: PUBLIC_URL,
+        ALLOC_PROBE_FILE: join(dataDir, 'floor-alloc.json'),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const floorPort = await new Promise<number>((resolve) => floor?.once('message', (port) => resolve(port as number)));
     const floorBase = `https://127.0.0.1:${floorPort}`;
 
     const figures: OwnerFigures[] = [];
+    allocFiles.hopper = join(tmpdir(), `hopper-bench-alloc-${new URL(service.base).port}.json`);
+    allocFiles.floor = join(dataDir, 'floor-alloc.json');
     for (const owner of owners) figures.push(await runOwner(service, { base: floorBase, pid: floor.pid as number }, owner));
     await service.stop();
     service = undefined;
@@ -690,9 +759,13 @@ function pairedLine(label: string, paired: Paired, target?: { ratio: number; abo
   const turns =
     ratios.length > 1 ? ` (median of ${ratios.map((r) => r.toFixed(2)).join(', ')}${verdict})` : verdict ? ` (${verdict.slice(2)})` : '';
   const run = (r: LoadResult) => `${r.requestsPerSecond.toFixed(0).padStart(6)}/s p50 ${r.p50.toFixed(1)} ms`;
+  const allocated = paired.allocated
+    ? [`  ${''.padEnd(22)} allocated/request: ${paired.allocated.hopper.toFixed(1)} kB; floor's ${paired.allocated.floor.toFixed(1)} kB`]
+    : [];
   return [
     `  ${label.padEnd(22)} ${run(hopper)}   floor ${run(floor)}   ratio ${ratio.toFixed(2)}${turns}`,
     `  ${''.padEnd(22)} ${cpuText(hopper)}; floor's ${cpuText(floor).replace('CPU/request: ', '')}`,
+    ...allocated,
   ].join('\n');
 }
 
