@@ -140,7 +140,16 @@ interface FileResult extends FileOutcome {
   task: Task;
 }
 
-const EXEC_ARGV = ['--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'];
+/**
+ * `--liftoff-only`: PGlite's WebAssembly runs as V8's baseline compiler (Liftoff) makes it, without
+ * tiering its hot functions up to TurboFan. A test process lives for seconds and runs many
+ * different statements a few times each, and recompiling PostgreSQL's hot functions in every
+ * process cost more than the faster code won back: 24 files of contacts, messages and webhooks on
+ * PGlite in lanes took 37.1-39.3 s of CPU instead of 54.2-54.6 s (−30 %). Hopper itself (`npm
+ * start`) keeps V8's default, which is faster over a long run (a 20 MB import: 10.8 s of CPU with
+ * tier-up, 12.3 s without). PostgreSQL runs no WebAssembly: nothing changes there.
+ */
+const EXEC_ARGV = ['--liftoff-only', '--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'];
 
 function fileEnv(database: Database, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { DATABASE_URL, ...env } = process.env;

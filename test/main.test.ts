@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { generateApiKey } from '../src/api-key-format.ts';
+import { WASM_FLAGS } from './sending/support/hopper-process.ts';
 import { seededDataDir } from './support/pglite-template.ts';
 
 /**
@@ -42,7 +43,11 @@ after(() => {
 });
 
 /** Starts `command` (Hopper itself by default); `detached`: in a process group of its own, as a terminal runs it. */
-function start(env: Record<string, string>, command: [string, ...string[]] = [process.execPath, MAIN], detached = false): Started {
+function start(
+  env: Record<string, string>,
+  command: [string, ...string[]] = [process.execPath, ...WASM_FLAGS, MAIN],
+  detached = false,
+): Started {
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
   const [file, ...args] = command;
   const child = spawn(file, args, {

@@ -11,7 +11,7 @@ import { loadConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { verifyPassword } from '../../src/identity/passwords.ts';
 import { findSignInUser } from '../../src/identity/users.ts';
-import { freePort, startHopper, stopHopper } from '../sending/support/hopper-process.ts';
+import { freePort, startHopper, stopHopper, WASM_FLAGS } from '../sending/support/hopper-process.ts';
 import { waitFor } from '../sending/support/wait.ts';
 import { seedPgliteDataDir } from '../support/pglite-template.ts';
 import { testConfigEnv, usingPostgres } from '../support/test-app.ts';
@@ -44,7 +44,7 @@ function run(command: string, args: string[], env: Record<string, string>): Prom
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
-const admin = (env: Record<string, string>, ...args: string[]) => run(process.execPath, [CLI, ...args], env);
+const admin = (env: Record<string, string>, ...args: string[]) => run(process.execPath, [...WASM_FLAGS, CLI, ...args], env);
 
 function getJson(url: string, key: string, ca: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import { moveMedia } from '../../src/media/move.ts';
 import { openStore } from '../../src/media/storage.ts';
 import type { MediaStorage } from '../../src/media/store.ts';
+import { WASM_FLAGS } from '../sending/support/hopper-process.ts';
 import { createUser } from '../support/factories.ts';
 import { startTestApp, type TestApp, usingPostgres } from '../support/test-app.ts';
 import { asKey, fetchBytes, filesUnder, storedFiles, upload, wavFile } from './fixtures.ts';
@@ -86,9 +87,9 @@ describe('moving media between stores (npm run media:move) and the disk fallback
       .where('id', '=', media[1]?.id as number)
       .executeTakeFirstOrThrow();
     await database.delete(second.storage_key);
-    const moved = await run(process.execPath, [CLI, '--from', 'disk'], { env });
+    const moved = await run(process.execPath, [...WASM_FLAGS, CLI, '--from', 'disk'], { env });
     assert.match(moved.stdout, /Media disk → postgres: 1 copied, 0 already there, 1 missing in disk/);
-    const same = await run(process.execPath, [CLI, '--from', 'postgres'], { env }).catch((error) => error);
+    const same = await run(process.execPath, [...WASM_FLAGS, CLI, '--from', 'postgres'], { env }).catch((error) => error);
     assert.equal(same.code, 2);
     assert.match(same.stderr, /the two must differ/);
     assert.deepEqual(await database.stat(second.storage_key), { size: (files[1] as Buffer).length });

@@ -20,9 +20,15 @@ export interface HopperProcess {
   logs(message: string): Record<string, unknown>[];
 }
 
+/**
+ * V8's WebAssembly flags of this test process (`--liftoff-only`, scripts/test.ts), for the Node
+ * processes it starts: a Hopper or a tool of Hopper's on PGlite then runs its WebAssembly the same way.
+ */
+export const WASM_FLAGS: readonly string[] = process.execArgv.filter((flag) => flag === '--liftoff-only');
+
 export function startHopper(env: Record<string, string>): HopperProcess {
   const { DATABASE_URL: _url, DATABASE_SCHEMA: _schema, ...inherited } = process.env;
-  const child = spawn(process.execPath, [MAIN], { env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...WASM_FLAGS, MAIN], { env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk) => {
     output += chunk;
