@@ -473,7 +473,6 @@ async function inTurns(
   return paired;
 }
 
-
 /**
  * kB one request allocates in process `pid` (BENCH_ALLOC=1): its alloc-probe's sampling heap
  * profile over ALLOC_SECONDS of load, every sample's size summed, divided by the requests served.
