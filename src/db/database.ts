@@ -166,15 +166,31 @@ function connectPostgres(
 ): Connection {
   const kyselyOn = (pool: pg.Pool) => {
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
-    directRunners.set(db, async <Row>(text: string, parameters: readonly unknown[]) => {
-      countDirect();
-      const client = await pool.connect();
-      try {
-        return (await client.query(text, parameters as unknown[])).rows as Row[];
-      } finally {
-        client.release();
-      }
-    });
+    // A connection taken with pg-pool's callback (no promise of its own), given back once the
+    // statement has its answer or its error.
+    directRunners.set(
+      db,
+      <Row>(text: string, parameters: readonly unknown[]) =>
+        new Promise<Row[]>((resolve, reject) => {
+          countDirect();
+          pool.connect((error, client, release) => {
+            if (error || !client) {
+              reject(error);
+              return;
+            }
+            client.query(text, parameters as unknown[]).then(
+              (result) => {
+                release();
+                resolve(result.rows as Row[]);
+              },
+              (failure: unknown) => {
+                release();
+                reject(failure);
+              },
+            );
+          });
+        }),
+    );
     return db;
   };
   const schema = config.databaseSchema;
