@@ -141,15 +141,24 @@ interface FileResult extends FileOutcome {
 }
 
 /**
- * `--liftoff-only`: PGlite's WebAssembly runs as V8's baseline compiler (Liftoff) makes it, without
- * tiering its hot functions up to TurboFan. A test process lives for seconds and runs many
- * different statements a few times each, and recompiling PostgreSQL's hot functions in every
- * process cost more than the faster code won back: 24 files of contacts, messages and webhooks on
- * PGlite in lanes took 37.1-39.3 s of CPU instead of 54.2-54.6 s (−30 %). Hopper itself (`npm
- * start`) keeps V8's default, which is faster over a long run (a 20 MB import: 10.8 s of CPU with
- * tier-up, 12.3 s without). PostgreSQL runs no WebAssembly: nothing changes there.
+ * V8 flags of every test process. A test process lives for seconds and runs much code a few times
+ * each, and recompiling its hottest functions with V8's optimising compiler, TurboFan, costs more
+ * than the faster code wins back before the process ends:
+ *
+ * - `--liftoff-only`: PGlite's WebAssembly (PostgreSQL) runs as the baseline compiler, Liftoff,
+ *   makes it. 24 files of contacts, messages and webhooks on PGlite in lanes: 54.2 and 54.6 s of
+ *   CPU with tier-up, 39.3 and 37.1 s without (−30 %). The Hopper and admin processes the tests
+ *   start get it too (WASM_FLAGS, test/sending/support/hopper-process.ts): main.test.ts with its
+ *   children 26.8 → 21.5 s. PostgreSQL runs no WebAssembly: nothing changes there.
+ * - `--no-opt`: JavaScript stops at V8's middle tier, Maglev. 19 files of pages and sending at 3:
+ *   62.9 and 54.8 s of CPU with TurboFan, 56.5 and 49.1 without (−10 %); the 24 above 40.6 → 37.4
+ *   and 36.1; bounces, the fuzzer and imports, which compute the most, the same (23.7 → 23.3,
+ *   25.6 → 25.2).
+ *
+ * Hopper itself (`npm start`) keeps V8's defaults, faster over a long run (a 20 MB import on PGlite:
+ * 10.8 s of CPU with WebAssembly tier-up, 12.3 s without).
  */
-const EXEC_ARGV = ['--liftoff-only', '--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'];
+const EXEC_ARGV = ['--liftoff-only', '--no-opt', '--import', './test/support/tmpfs.ts', '--import', './test/support/test-process.ts'];
 
 function fileEnv(database: Database, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { DATABASE_URL, ...env } = process.env;
