@@ -34,8 +34,11 @@ describe('Slybroadcast', () => {
         SLYBROADCAST_UID: ACCOUNT.uid,
         SLYBROADCAST_PASSWORD: ACCOUNT.password,
         SLYBROADCAST_URL: sly.url,
-        // Short, so a lost disposition is asked about within the test (the default is 2 h).
-        SLYBROADCAST_RESULT_TIMEOUT: '1s',
+        // Short, so a lost disposition is asked about within the test (the default is 2 h); not much
+        // shorter, so that a cancelled session still has status checks left to show (6 in all).
+        SLYBROADCAST_RESULT_TIMEOUT: '500ms',
+        // Retries from 100 ms: a gateway that is down, then answers 503 twice, is retried four times or more.
+        SEND_RETRY_BASE: '100ms',
         LOG_LEVEL: 'info',
       },
       logStream,
@@ -235,7 +238,7 @@ describe('Slybroadcast', () => {
     assert.equal(after.status, 'Cancelled');
     assert.equal(sly.attempts.filter((p) => p === '7272329153').length, 0, 'the held number never went out');
 
-    // A stopped session is not asked about again (checks run every second here); one whose stop failed still is.
+    // A stopped session is not asked about again (checks run every half-second here); one whose stop failed still is.
     const stoppedAt = sly.controls.findIndex((c) => c.option === 'stop' && c.fields.session_id === sessions[0]);
     await waitFor('two more rounds of status checks', async () =>
       sly.controls.slice(stoppedAt).filter((c) => c.option === 'callstatus' && c.fields.session_id === sessions[1]).length >= 2
