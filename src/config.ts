@@ -53,6 +53,8 @@ export interface Config {
   readonly smtpMaxConnections: number;
   /** Messages per second per worker process; 0 for no limit. */
   readonly smtpRateLimit: number;
+  /** The first back-off of the SMTP pool after a relay's slow-down answer, doubled per answer in a row (SMTP_BACKOFF_BASE). */
+  readonly smtpBackoffBaseMs: number;
   /** First retry delay after a temporary delivery failure (doubled per attempt). */
   readonly sendRetryBaseMs: number;
   /** How long a worker's claim on a delivery lasts before another worker may take it over. */
@@ -430,6 +432,7 @@ function mailSettings(read: EnvReader, host: string) {
     mailFrom: read.text('MAIL_FROM') ?? 'Hopper <no-reply@localhost>',
     smtpMaxConnections: read.integer('SMTP_MAX_CONNECTIONS', 5, 1, 100),
     smtpRateLimit: read.integer('SMTP_RATE_LIMIT', 0, 0, 100_000),
+    smtpBackoffBaseMs: read.duration('SMTP_BACKOFF_BASE', '1s'),
     senderDomains: Object.freeze(senderDomains),
     mailPostalAddress: read.text('MAIL_POSTAL_ADDRESS')?.replace(/\\n/g, '\n'),
     dkim: dkimSettings(read),

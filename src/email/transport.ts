@@ -77,7 +77,7 @@ export function createMailTransport(config: Config, clock: Clock, log?: FastifyB
       greetingTimeout: 15_000,
       socketTimeout: 60_000,
     });
-    const backoff = new RelayBackoff();
+    const backoff = new RelayBackoff(config.smtpBackoffBaseMs);
     // The signer (mailauth) is loaded only when DKIM is configured: it costs seconds of start-up.
     const dkim = config.dkim;
     const signer: Promise<DkimSigner> | undefined = dkim ? import('./dkim.ts').then((m) => m.createDkimSigner(dkim)) : undefined;

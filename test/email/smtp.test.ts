@@ -30,7 +30,8 @@ import { waitFor } from '../sending/support/wait.ts';
 describe('sending engine: SMTP replies, retries and cancel', () => {
   let s: SendingApp;
   before(async () => {
-    s = await startSendingApp({ SMTP_MAX_CONNECTIONS: '1', SEND_RETRY_BASE: '200ms' });
+    // The relay's back-off from 100 ms (1 s by default): three 421s in a row wait 0.35-0.7 s, not 3.5-7 s.
+    s = await startSendingApp({ SMTP_MAX_CONNECTIONS: '1', SEND_RETRY_BASE: '200ms', SMTP_BACKOFF_BASE: '100ms' });
   });
   after(() => s.close());
 
@@ -61,10 +62,11 @@ describe('sending engine: SMTP replies, retries and cancel', () => {
   test('a contact who unsubscribes while their delivery waits for a retry is not emailed: the delivery is cancelled', async () => {
     const people = await audience(s, 2);
     const leaving = people.contacts[0]!;
-    // The leaving contact's address is refused (421) until they have unsubscribed.
+    // The leaving contact's address is refused (421) until they have unsubscribed; "in 1 second" holds
+    // the retry a whole second (not this app's 100 ms back-off), so the unsubscribe lands before it.
     let unsubscribed = false;
     s.sink.behave({
-      recipient: (address) => (address === leaving.email && !unsubscribed ? { code: 421, message: 'Try again later' } : undefined),
+      recipient: (address) => (address === leaving.email && !unsubscribed ? { code: 421, message: 'Try again in 1 second' } : undefined),
     });
     try {
       const email = await createEmail(s, { status: 'Scheduled', recipients: toTag(people) });
@@ -260,7 +262,7 @@ describe('SMTP pool', () => {
       url: sink.url,
       name: 'hopper.test',
       maxConnections: 3,
-      rateLimit: 5,
+      rateLimit: 10,
       connectionTimeout: 2000,
       greetingTimeout: 2000,
       socketTimeout: 5000,
@@ -272,8 +274,8 @@ describe('SMTP pool', () => {
           pool.send({ from: 'a@example.test', to: ['b@example.test'] }, `Message-ID: <rate-${n}@example.test>\r\n\r\nHello\r\n`),
         ),
       );
-      // 5 in the first second, 5 in the second, the 11th in the third.
-      assert.ok(Date.now() - started >= 2000, `11 messages at 5 a second took ${Date.now() - started} ms`);
+      // 10 in the first second, the 11th in the second.
+      assert.ok(Date.now() - started >= 1000, `11 messages at 10 a second took ${Date.now() - started} ms`);
       assert.equal(sink.messages.length, 11);
     } finally {
       pool.close();
