@@ -142,7 +142,16 @@ describe('forwards of replies', () => {
     const target = sent.to[3]!;
     const before = forwardsTo().length;
     const replyBefore = (await reporting()).reply;
-    const phish = nodemailer.createTransport({ host: '127.0.0.1', port: s.port, secure: false, tls: { rejectUnauthorized: false } });
+    // One connection for the 30, as a bulk sender keeps it open: a new connection each costs
+    // about 120 ms of waiting here (4.3 s for the 30, against 0.7 s on one).
+    const phish = nodemailer.createTransport({
+      pool: true,
+      maxConnections: 1,
+      host: '127.0.0.1',
+      port: s.port,
+      secure: false,
+      tls: { rejectUnauthorized: false },
+    });
     const started = Date.now();
     for (let i = 0; i < 30; i++) {
       const info = await phish.sendMail({
@@ -168,6 +177,7 @@ describe('forwards of replies', () => {
     assert.equal((await reporting()).reply, replyBefore, 'no reply counted');
     const delivery = (await s.api.get(`/v3/templated_emails/${sent.emailId}/deliveries?contact_id=${target.contactId}`)).body.data[0];
     assert.notEqual(delivery.state, 'replied');
+    phish.close();
     process.stdout.write(`# 30 forged messages taken and held in ${Date.now() - started} ms\n`);
   });
 
