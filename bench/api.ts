@@ -2,7 +2,6 @@ import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:https';
-import { createServer as createNetServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
@@ -14,6 +13,7 @@ import type { Database } from '../src/db/schema.ts';
 import { publicFileUrl, readableSize } from '../src/media/media.ts';
 import { COUNTERS } from '../src/messages/reporting.ts';
 import { formatTimestamp } from '../src/time.ts';
+import { freePort } from '../test/support/free-port.ts';
 import { cpuMeter } from './cpu.ts';
 import type { LoadJob, LoadResult } from './load-job.ts';
 import { npmStart } from './npm-start.ts';
@@ -337,14 +337,6 @@ interface Service {
   /** Milliseconds from spawning the process to its first 200 on /health. */
   startMs: number;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function startService(env: Record<string, string | undefined>): Promise<Service> {

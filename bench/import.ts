@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { generateApiKey } from '../src/api-key-format.ts';
+import { freePort } from '../test/support/free-port.ts';
 
 /**
  * `npm run bench:import`: 100,000 contacts in one CSV imported through the API on PostgreSQL,
@@ -39,15 +39,6 @@ function csvFile(): string[] {
   const chunks: string[] = [];
   for (let start = 0; start < ROWS; start += PER_REQUEST) chunks.push(`${header}\n${lines.slice(start, start + PER_REQUEST).join('\n')}\n`);
   return chunks;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function post(url: string, ca: string, key: string, body: string): Promise<{ status: number; body: string }> {

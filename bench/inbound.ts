@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -11,6 +10,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { loadTrackingTokens } from '../src/email/tokens.ts';
 import { bootstrapAdministrator } from '../src/identity/bootstrap.ts';
 import { seedBulkSend } from '../test/sending/support/bulk-send.ts';
+import { freePort } from '../test/support/free-port.ts';
 import { cpuSeconds } from './cpu.ts';
 import { type Sink, startSink } from './sink.ts';
 
@@ -109,16 +109,6 @@ async function blast(port: number, mails: Mail[], tls: boolean): Promise<number>
   const seconds = (performance.now() - started) / 1000;
   transport.close();
   return seconds;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function startWorker(env: Record<string, string>): { child: ChildProcess; ready: Promise<void>; exited: Promise<void> } {

@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { get as httpsGet } from 'node:https';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { npmStart } from './npm-start.ts';
+
+export { freePort } from '../test/support/free-port.ts';
 
 /**
  * What bench/send.ts and bench/soak.ts share: Hopper started as `npm start` runs it, its memory
@@ -99,14 +100,6 @@ export function memorySampler(port: string): () => Promise<string> {
       .map(([name, mb]) => `${name} ${mb.toFixed(0)} MB`)
       .join(', ');
   };
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** A process's peak resident memory so far (VmHWM), in MB. */

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { generateApiKey } from '../src/api-key-format.ts';
 import { WASM_FLAGS } from './sending/support/hopper-process.ts';
+import { freePort } from './support/free-port.ts';
 import { seededDataDir } from './support/pglite-template.ts';
 
 /**
@@ -68,15 +69,6 @@ function start(
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, output: () => output, exited };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function get(url: string, ca: string, key?: string): Promise<number> {

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { waitFor } from './wait.ts';
+
+export { freePort } from '../../support/free-port.ts';
 
 /**
  * `node src/main.ts` as a child process (the Node running the tests, so Node 24), with its own
@@ -92,13 +93,4 @@ export async function untilSentThroughApi(
 export async function stopHopper(process: HopperProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
   if (process.child.exitCode === null && process.child.signalCode === null) process.child.kill(signal);
   return process.exited;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -11,6 +10,7 @@ import { upload, wavFile } from '../../media/fixtures.ts';
 import { waitFor } from '../../sending/support/wait.ts';
 import { asKey } from '../../support/client.ts';
 import { type Actor, createUser } from '../../support/factories.ts';
+import { freePort } from '../../support/free-port.ts';
 import { startTestApp, type TestApp } from '../../support/test-app.ts';
 
 /**
@@ -81,15 +81,6 @@ export async function startVoicemailApp(env: Record<string, string> = {}, logStr
       await rm(tlsDir, { recursive: true, force: true });
     },
   };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  assert.ok(address && typeof address === 'object');
-  return address.port;
 }
 
 /** The pg-boss schema of a test app (see sending/queue.ts). */
