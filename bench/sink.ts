@@ -5,7 +5,8 @@ import { join } from 'node:path';
 export interface Sink {
   port: number;
   pid: number;
-  count(): Promise<{ received: number; distinct: number }>;
+  /** Messages received, distinct Message-IDs among them, and the bytes of their data (after DATA, dot-stuffed). */
+  count(): Promise<{ received: number; distinct: number; bytes: number }>;
   reset(): Promise<void>;
   stop(): void;
 }

@@ -4,11 +4,13 @@ import { SMTPServer } from 'smtp-server';
 /**
  * The benchmark's SMTP server, run as a child process (`fork`) so that it does not share the
  * sender's CPU. It accepts everything, keeps only each message's Message-ID (to count distinct
- * messages and duplicates) and answers the parent's questions over IPC:
- * `{ type: 'count' }` → `{ type: 'count', received, distinct }`; `{ type: 'reset' }` forgets all.
+ * messages and duplicates) and the bytes of every message's data (so two senders' messages can be
+ * compared by size), and answers the parent's questions over IPC:
+ * `{ type: 'count' }` → `{ type: 'count', received, distinct, bytes }`; `{ type: 'reset' }` forgets all.
  */
 const seen = new Set<string>();
 let received = 0;
+let bytes = 0;
 const MESSAGE_ID = /^message-id:[ \t]*(<[^>\r\n]*>)/im;
 
 const server = new SMTPServer({
@@ -19,6 +21,7 @@ const server = new SMTPServer({
   onData(stream, _session, callback) {
     let head = '';
     stream.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
       // Headers come first; the body is only counted, never kept.
       if (head.length < 8192 && !head.includes('\r\n\r\n')) head += chunk.toString('latin1', 0, Math.min(chunk.length, 8192));
     });
@@ -36,9 +39,10 @@ server.listen(0, '127.0.0.1', () => {
 });
 
 process.on('message', (message: { type: string }) => {
-  if (message.type === 'count') process.send?.({ type: 'count', received, distinct: seen.size });
+  if (message.type === 'count') process.send?.({ type: 'count', received, distinct: seen.size, bytes });
   if (message.type === 'reset') {
     received = 0;
+    bytes = 0;
     seen.clear();
     process.send?.({ type: 'reset' });
   }
