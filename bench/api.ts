@@ -33,9 +33,9 @@ import { type Owner, seedOwner } from './seed-drops.ts';
  *
  * For an owner with 10,000 drops and one with 100,000 (and, in full mode, nine more owners of
  * 100,000 each, 1,010,000 drops in all), it prints each figure beside its floor's, measured in the
- * same run, and their ratio: reads and creates of drops (the median of three turns of each), the
- * search for page one of `status=<s>&name=<3 letters>` with different letters on every request at
- * 32 connections and at 1; creates/s of contacts; start-up time on an empty and an existing
+ * same run, and their ratio: reads, creates and searches of drops at 32 connections (the median
+ * of three turns of each, floor and Hopper taking turns to go first), the search for page one of
+ * `status=<s>&name=<3 letters>` with different letters on every request also at 1 connection; creates/s of contacts; start-up time on an empty and an existing
  * DATA_DIR. Then the search on PGlite with 10,000 drops.
  *
  * Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres; a fresh schema
@@ -62,7 +62,6 @@ const RATIO_TARGET = 0.7;
 const TURNS = 3;
 /** BENCH_ONLY=read,create: only those figures, for the 10,000-drop owner alone (`large` adds the others), no start-up, PGlite or logging runs. */
 const PARTS = new Set((process.env.BENCH_ONLY ?? 'read,search,create,large,startup,pglite,logging').split(','));
-const SEARCH_P50_TARGET_MS = 15;
 /**
  * BENCH_ALLOC=1: each figure also gets what one request allocates in Hopper's process and in the
  * floor's, measured by V8's sampling heap profiler counting the objects garbage collection took too
@@ -451,8 +450,16 @@ async function inTurns(
   const floors: LoadResult[] = [];
   const hoppers: LoadResult[] = [];
   for (let turn = 0; turn < turns; turn++) {
-    floors.push(await measure(`floor ${label}`, { ...job, base: bases.floor }, connections, pids.floor));
-    hoppers.push(await measure(label, { ...job, base: bases.hopper }, connections, pids.hopper));
+    // Who goes first alternates by turn, so that neither always gets the machine as the other left it.
+    const runFloor = async () => floors.push(await measure(`floor ${label}`, { ...job, base: bases.floor }, connections, pids.floor));
+    const runHopper = async () => hoppers.push(await measure(label, { ...job, base: bases.hopper }, connections, pids.hopper));
+    if (turn % 2 === 0) {
+      await runFloor();
+      await runHopper();
+    } else {
+      await runHopper();
+      await runFloor();
+    }
   }
   const ratios = hoppers.map((run, i) => run.requestsPerSecond / (floors[i] as LoadResult).requestsPerSecond);
   const paired: Paired = { floor: median(floors), hopper: median(hoppers), ratios };
@@ -518,7 +525,7 @@ async function runOwner(service: Service, floor: { base: string; pid: number }, 
   }
   if (PARTS.has('search')) {
     const search = { method: 'GET' as const, paths: searchPaths, headers };
-    figures.search = await inTurns('search', search, bases, pids, CONNECTIONS, 1);
+    figures.search = await inTurns('search', search, bases, pids, CONNECTIONS, TURNS);
     figures.searchOne = await inTurns('search, one at a time', search, bases, pids, 1, 1);
   }
   if (PARTS.has('create')) {
@@ -771,9 +778,8 @@ function report(figures: OwnerFigures[]) {
     if (f.create) console.log(pairedLine('create drop', f.create, { ratio: RATIO_TARGET, above: true }));
     if (f.search) {
       console.log(pairedLine(`search, ${CONNECTIONS} connections`, f.search, { ratio: 1.0, above: true }));
-      console.log(
-        `  ${''.padEnd(22)} p99 ${f.search.hopper.p99.toFixed(1)} ms (p50 ≤ ${SEARCH_P50_TARGET_MS} ms: ${pass(f.search.hopper.p50 <= SEARCH_P50_TARGET_MS)})`,
-      );
+      // At 32 connections p50 is about 32 ÷ throughput (issue 41): the ratio above is the target, the times are shown.
+      console.log(`  ${''.padEnd(22)} p99 ${f.search.hopper.p99.toFixed(1)} ms`);
     }
     if (f.searchOne) {
       console.log(pairedLine('search, 1 connection', f.searchOne));
