@@ -1,3 +1,4 @@
+import { fork } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -24,7 +25,7 @@ import { type Sink, startSink } from './sink.ts';
  * `npm run bench:send`: one templated email to BENCH_CONTACTS (100,000) contacts through SMTP to
  * a local sink (a child process, bench/smtp-sink.ts), sent by Hopper worker processes
  * (`ROLE=worker node src/main.ts`) on PostgreSQL, against a baseline of nodemailer's pooled
- * transport sending the same number of messages straight to the same sink, each rendered for its
+ * transport, in a process of its own, sending the same number of messages straight to the same sink, each rendered for its
  * recipient by Hopper's renderEmail inside the baseline's clock (until 2026-11-29 they were rendered
  * before it started: a cost Hopper's figure paid and the baseline's did not). Every run prints the
  * bytes of a message at the sink, so the two senders' messages can be seen to be the same size.
@@ -73,7 +74,41 @@ function sendMeter(sink: Sink, senders: () => number[]) {
   return cpuMeter({ sender: senders, sink: () => [sink.pid] });
 }
 
+/**
+ * The baseline, in a process of its own (as each Hopper run is: until 2026-11-29 it ran in the
+ * bench's process, whose pools, samplers and earlier runs it then shared — its rate at 10,000 fell
+ * from 1,420–1,634 a second in a fresh bench to 812–891 after the 100,000-message runs). The child
+ * warms up, says so, sends the measured `n` when told to go, and reports its seconds.
+ */
 async function baseline(sink: Sink, n: number): Promise<RunResult> {
+  const child = fork(import.meta.filename, ['--baseline', String(sink.port), String(n)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const next = () =>
+    new Promise<{ warm?: true; seconds?: number }>((resolve, reject) => {
+      child.once('message', (message) => resolve(message as { warm?: true; seconds?: number }));
+      void exited.then((code) => reject(new Error(`the baseline's process exited with ${code}`)));
+    });
+  try {
+    await next(); // warmed up
+    await sink.reset();
+    const meter = await sendMeter(sink, () => [child.pid as number]);
+    const done = next();
+    child.send('go');
+    const { seconds = Number.NaN } = await done;
+    const cpu = await meter(n);
+    const { received, bytes } = await sink.count();
+    if (received !== n) throw new Error(`baseline: the sink received ${received} of ${n}`);
+    return { label: 'nodemailer pool (baseline)', n, seconds, perSecond: n / seconds, peakRssMb: [], cpu, bytes: bytes / n };
+  } finally {
+    child.kill();
+    await exited;
+  }
+}
+
+/** The baseline's process (`--baseline <sink port> <n>`): see baseline(). */
+async function baselineProcess(port: number, n: number): Promise<void> {
   // The same rendering Hopper does (renderEmail), of each message for its recipient.
   const message = {
     id: 1,
@@ -114,7 +149,7 @@ async function baseline(sink: Sink, n: number): Promise<RunResult> {
       last_name: `Last${i}`,
     }) as ClaimedDelivery;
   const transport = nodemailer.createTransport({
-    url: `smtp://127.0.0.1:${sink.port}`,
+    url: `smtp://127.0.0.1:${port}`,
     pool: true,
     maxConnections: CONNECTIONS,
     maxMessages: Number.POSITIVE_INFINITY,
@@ -131,15 +166,14 @@ async function baseline(sink: Sink, n: number): Promise<RunResult> {
   };
   // Warmed up as Hopper's process is (see WARM_UP), its connections open.
   await sendAll(n + 1, WARM_UP);
-  await sink.reset();
-  const meter = await sendMeter(sink, () => [process.pid]);
+  const go = new Promise((resolve) => process.once('message', resolve));
+  process.send?.({ warm: true });
+  await go;
   const started = performance.now();
   await sendAll(1, n);
   const seconds = (performance.now() - started) / 1000;
+  process.send?.({ seconds });
   transport.close();
-  const { received, bytes } = await sink.count();
-  if (received !== n) throw new Error(`baseline: the sink received ${received} of ${n}`);
-  return { label: 'nodemailer pool (baseline)', n, seconds, perSecond: n / seconds, peakRssMb: [], cpu: await meter(n), bytes: bytes / n };
 }
 
 /** DKIM settings for a run: a fresh key of the given type in the run's data directory, MAIL_FROM at the signing domain. */
@@ -445,7 +479,8 @@ async function main(): Promise<void> {
     console.log(`\nwhat each setting of npm start costs and saves (${FLAG_TURNS} turns each, the median):\n${flagCosts.join('\n')}`);
 }
 
-main().catch((error: unknown) => {
+const entry = process.argv[2] === '--baseline' ? baselineProcess(Number(process.argv[3]), Number(process.argv[4])) : main();
+entry.catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });
