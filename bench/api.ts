@@ -18,6 +18,7 @@ import { cpuMeter } from './cpu.ts';
 import type { LoadJob, LoadResult } from './load-job.ts';
 import { npmStart } from './npm-start.ts';
 import { type Owner, seedOwner } from './seed-drops.ts';
+import { medianOf } from './turns.ts';
 
 /**
  * `npm run bench:api`: what a user of the API gets, measured from outside (docs/performance.md).
@@ -664,11 +665,6 @@ async function pgliteSearch(): Promise<{ search: LoadResult; searchOne: LoadResu
 }
 
 /** Both servers answer with the same document. */
-function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
-
 /** The run of median throughput. */
 function median(results: LoadResult[]): LoadResult {
   const sorted = [...results].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);

@@ -20,6 +20,7 @@ import { cpuMeter } from './cpu.ts';
 import { npmStartSettings } from './npm-start.ts';
 import { freePort, METRICS_TOKEN, memorySampler, peakRssMb, startWorker, type Worker } from './send-setup.ts';
 import { type Sink, startSink } from './sink.ts';
+import { medianOf } from './turns.ts';
 
 /**
  * `npm run bench:send`: one templated email to BENCH_CONTACTS (100,000) contacts through SMTP to
@@ -250,16 +251,15 @@ async function hopper(
     for (let i = 0; i < workerCount; i++) workers.push(startWorker(workerEnv, i + 1, without));
     await Promise.all(workers.map((w) => w.ready));
     const before = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
-    const sentAll = (id: number, count: number) => untilSent(database.db, id, count);
     if (warmUp) {
       await scheduleNow(database.db, queue, warmUp.messageId);
-      await sentAll(warmUp.messageId, WARM_UP);
+      await untilSent(database.db, warmUp.messageId, WARM_UP);
     }
     await sink.reset();
     const sampler = role === 'all' ? memorySampler(workerEnv.PORT as string) : undefined;
     const meter = await sendMeter(sink, () => workers.map((w) => w.child.pid!));
     await scheduleNow(database.db, queue, messageId);
-    const row = await sentAll(messageId, n);
+    const row = await untilSent(database.db, messageId, n);
     const cpu = await meter(n);
     const peaks = await Promise.all(workers.map((w) => peakRssMb(w.child.pid!)));
     if (sampler) console.log(`  memory at the highest RSS sampled: ${await sampler()}`);
@@ -306,7 +306,6 @@ const FLAG_TURNS = Number(process.env.BENCH_FLAG_TURNS ?? 3);
  */
 async function costOfEachSetting(sink: Sink): Promise<string[]> {
   const lines: string[] = [];
-  const mid = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
   const only = process.env.BENCH_FLAGS?.split(',');
   for (const setting of npmStartSettings().filter((name) => !only || only.includes(name))) {
     const ratios: number[] = [];
@@ -327,8 +326,8 @@ async function costOfEachSetting(sink: Sink): Promise<string[]> {
       peaks.without.push(less.peakRssMb[0] ?? 0);
     }
     lines.push(
-      `  ${setting.padEnd(26)} send without ÷ with ${mid(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')}); ` +
-        `peak RSS ${mid(peaks.with).toFixed(0)} MB with, ${mid(peaks.without).toFixed(0)} MB without`,
+      `  ${setting.padEnd(26)} send without ÷ with ${medianOf(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')}); ` +
+        `peak RSS ${medianOf(peaks.with).toFixed(0)} MB with, ${medianOf(peaks.without).toFixed(0)} MB without`,
     );
   }
   return lines;
@@ -379,12 +378,6 @@ async function sendInTurns(sink: Sink): Promise<{ ratios: number[]; peaks: numbe
     duplicates += all.duplicates ?? 0;
   }
   return { ratios, peaks, duplicates, n: ALL_CONTACTS };
-}
-
-function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 async function main(): Promise<void> {
