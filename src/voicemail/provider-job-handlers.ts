@@ -100,7 +100,10 @@ function slybroadcastCheck({ db, config, clock, log, queue }: Deps): (deliveryId
     if (isPending(delivery.state)) throw new Error(`delivery ${deliveryId} is not recorded as sent yet`);
     // Nothing more to ask: the result came, the checks ran out, or the session was stopped.
     if (submission.next_check_at === null) return;
-    if (delivery.state !== 'sent') return noteChecked(db, deliveryId, undefined);
+    if (delivery.state !== 'sent') {
+      await noteChecked(db, deliveryId, undefined);
+      return;
+    }
     const now = clock();
     let outcome: ReturnType<typeof readCallStatus>;
     try {
@@ -124,7 +127,8 @@ function slybroadcastCheck({ db, config, clock, log, queue }: Deps): (deliveryId
       return;
     }
     const next = new Date(now.getTime() + config.slybroadcastResultTimeoutMs);
-    await noteChecked(db, deliveryId, next);
-    await sendProviderJob(boss, PROVIDER_QUEUES.check, { deliveryId }, inRealTime(config.slybroadcastResultTimeoutMs));
+    // Stopped meanwhile (the cancel job): no next check.
+    if (await noteChecked(db, deliveryId, next))
+      await sendProviderJob(boss, PROVIDER_QUEUES.check, { deliveryId }, inRealTime(config.slybroadcastResultTimeoutMs));
   };
 }

@@ -68,13 +68,19 @@ export async function noteAccepted(db: Db, deliveryId: number, remoteId: string 
     .execute();
 }
 
-/** After an unanswered status check: asks again at `next`, or (undefined) gives up. */
-export async function noteChecked(db: Db, deliveryId: number, next: Date | undefined): Promise<void> {
-  await db
+/**
+ * After a status check: asks again at `next`, or (undefined) gives up. Asking again only holds while
+ * the checks are still on (`next_check_at` set): a stop recorded while the check was under way
+ * (the cancel job) wins. Answers whether the next check is planned.
+ */
+export async function noteChecked(db: Db, deliveryId: number, next: Date | undefined): Promise<boolean> {
+  const updated = await db
     .updateTable('provider_submissions')
     .set((eb) => ({ checks: eb('checks', '+', 1), next_check_at: next ?? null }))
     .where('delivery_id', '=', deliveryId)
-    .execute();
+    .$if(next !== undefined, (q) => q.where('next_check_at', 'is not', null))
+    .executeTakeFirst();
+  return next !== undefined && updated.numUpdatedRows > 0n;
 }
 
 /** Advisory-lock class of a provider's number (two-key form; contacts/import.ts uses 14 001). */
