@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle, Db } from '../db/database.ts';
 import { failureLevel, whileDatabaseAway } from '../db/errors.ts';
+import type { GroupCommit } from '../db/group-commit.ts';
 import { type DeliverJob, type DueJob, type JobQueue, QUEUES } from '../db/job-queue.ts';
 import type { SendingPause } from '../identity/users.ts';
 import type { MessageKind, MessageRows } from '../messages/kinds.ts';
@@ -9,9 +10,9 @@ import { finishSending, loadMessage, markResolved, sendingMessages, startSending
 import { type Clock, realTimeMs } from '../time.ts';
 import { mustWait } from './brakes.ts';
 import type { Channel, Channels } from './channel.ts';
-import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, summarizeDeliveries } from './deliveries.ts';
+import { cancelPendingDeliveries, claimDeliveries, resolveDeliveries, type SentDelivery, summarizeDeliveries } from './deliveries.ts';
 import { LeaseKeeper } from './leases.ts';
-import { Slots, sendBatch } from './send-batch.ts';
+import { Slots, sendBatch, sentRecorder } from './send-batch.ts';
 
 /** What a delivery job keeps from round to round. */
 interface DeliverState {
@@ -77,6 +78,7 @@ export class SendingEngine {
   readonly #settings: EngineSettings;
   readonly #leases: LeaseKeeper;
   readonly #handOvers: Slots;
+  #sent: GroupCommit<SentDelivery> | undefined;
   #sweeper: NodeJS.Timeout | undefined;
   #stopping = false;
 
@@ -90,6 +92,14 @@ export class SendingEngine {
   /** The process's hand-over slots, shared by every batch it runs (send-batch.ts). */
   get handOvers(): Slots {
     return this.#handOvers;
+  }
+
+  /** The process's recorder of `sent` outcomes (send-batch.ts); one that failed for good (its process stopping) is replaced. */
+  #sentRecorder(): GroupCommit<SentDelivery> {
+    if (!this.#sent || this.#sent.failure !== undefined) {
+      this.#sent = sentRecorder({ db: this.#db, clock: this.#deps.clock, stopping: () => this.#stopping }, this.#settings.recordEvery);
+    }
+    return this.#sent;
   }
 
   get #db(): Db {
@@ -226,6 +236,7 @@ export class SendingEngine {
         stopping: () => this.#stopping,
         leases: this.#leases,
         handOvers: this.#handOvers,
+        sentRecorder: () => this.#sentRecorder(),
       },
       batch,
     );

@@ -43,6 +43,8 @@ interface BatchContext {
    * without being on disk — the most a crash can make go out twice.
    */
   handOvers: Slots;
+  /** The process's recorder of `sent` outcomes, shared by every batch it runs (see sentRecorder). */
+  sentRecorder: () => GroupCommit<SentDelivery>;
 }
 
 /** A counting semaphore: `acquire()` resolves with the function that gives the slot back. */
@@ -95,7 +97,7 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
   const waiting = [...batch];
   /** Claims whose outcome is not recorded yet: their leases are renewed. */
   const unrecorded = new Map<number, Claim>(batch.map((d) => [d.id, { id: d.id, attempts: d.attempts }]));
-  const recorder = sentRecorder(ctx);
+  const recorder = ctx.sentRecorder();
   let end = 'done' as BatchEnd;
 
   // The process's heartbeat renews these claims' leases; one lost to another worker (this one
@@ -154,8 +156,10 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
             .then(() => {
               unrecorded.delete(delivery.id);
             });
-          // A failure to record for good is thrown by room() and drain().
-          recording.push(recorded.finally(release).catch(() => {}));
+          // A failure to record for good is thrown by room() and at the batch's end.
+          const done = recorded.finally(release);
+          done.catch(() => {});
+          recording.push(done);
         } else {
           await whileDatabaseAway(() => recordOther(ctx, delivery, outcome));
           unrecorded.delete(delivery.id);
@@ -170,8 +174,9 @@ export async function sendBatch(ctx: BatchContext, batch: readonly ClaimedDelive
   } finally {
     clearInterval(watch);
     try {
+      // This batch's own outcomes, every one settled (its slots given back), then the first failure.
+      await Promise.allSettled(recording);
       await Promise.all(recording);
-      await recorder.drain();
     } finally {
       stopRenewing();
     }
@@ -239,7 +244,9 @@ function handOverResult(
 }
 
 /**
- * Records `sent` outcomes by group commit (db/group-commit.ts): an outcome is written as soon as no
+ * The recorder of `sent` outcomes: one per process (the engine's), so the outcomes of every batch
+ * it runs share its statements — with one recorder per batch, two delivery jobs halved the rows per
+ * statement (docs/performance.md). It records by group commit (db/group-commit.ts): an outcome is written as soon as no
  * statement is in flight, and the outcomes that arrive while one is (a few milliseconds' worth) go
  * together in the next — at most `recordEvery` per statement. An acceptance is thus on disk one
  * round trip after the provider's `250`, which is what bounds the duplicate window after a crash
@@ -250,10 +257,10 @@ function handOverResult(
  * a stopping process gives up, and then for good. Each recorder counts into one counter shard of
  * its own (see recordSent).
  */
-function sentRecorder(ctx: BatchContext): GroupCommit<SentDelivery> {
+export function sentRecorder(ctx: Pick<BatchContext, 'db' | 'clock' | 'stopping'>, recordEvery: number): GroupCommit<SentDelivery> {
   const shard = Math.floor(Math.random() * COUNTER_SHARDS);
   return new GroupCommit<SentDelivery>({
-    maxBatch: ctx.settings.recordEvery,
+    maxBatch: recordEvery,
     stopOnFailure: true,
     write: async (batch) => {
       await whileDatabaseAway(() => recordSent(ctx.db, batch, ctx.clock(), shard), ctx.stopping);
