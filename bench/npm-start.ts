@@ -6,7 +6,7 @@ import { join } from 'node:path';
  * <flags> src/main.ts`), so that the benches measure the service with the same Node flags and
  * environment (docs/performance.md, "Memory"). With BENCH_V8_DEFAULTS=1, neither: Node's own
  * defaults, to measure what the start script's memory settings cost in throughput. With `without`
- * (a flag such as `--max-semi-space-size` or a variable such as `MALLOC_ARENA_MAX`), all but that
+ * (a flag such as `--max-semi-space-size` or `--import`, or a variable the script sets), all but that
  * one: what each setting costs and saves (bench/send.ts, BENCH_RUNS=flags).
  */
 export function npmStart(without?: string): { env: Record<string, string>; args: string[] } {
