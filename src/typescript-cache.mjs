@@ -36,8 +36,14 @@ if (process.argv[1] === import.meta.filename) {
     registerHooks({
       load(url, context, nextLoad) {
         const file = stripped.get(url);
-        if (file === undefined) return nextLoad(url, context);
-        return { format: 'module', source: readFileSync(file, 'utf8'), shortCircuit: true };
+        if (file !== undefined) {
+          try {
+            return { format: 'module', source: readFileSync(file, 'utf8'), shortCircuit: true };
+          } catch {
+            // Removed since this process started (another start found the source changed): Node strips it.
+          }
+        }
+        return nextLoad(url, context);
       },
     });
   } catch (error) {

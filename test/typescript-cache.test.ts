@@ -67,6 +67,28 @@ describe("npm start's TypeScript cache", () => {
     for (const name of now) assert.doesNotMatch(readFileSync(join(cache, name), 'utf8'), /interface|: Line/);
   });
 
+  test('a module whose stripped copy is gone is stripped by Node, not refused', () => {
+    writeGreeting('hej');
+    run();
+    // main.ts imports greeting.ts at once; this process loads it later, after its copy was removed.
+    writeFileSync(
+      join(root, 'src', 'late.ts'),
+      [
+        "import { rmSync, readdirSync } from 'node:fs';",
+        "const cache = 'node_modules/.cache/hopper-typescript';",
+        "for (const name of readdirSync(cache)) rmSync(cache + '/' + name);",
+        "const { greeting } = await import('./greeting.ts');",
+        'const word: string = greeting.word;',
+        'console.log(JSON.stringify({ word, where: "", stripper: process.moduleLoadList.some((n) => n.includes("amaro")) }));',
+        '',
+      ].join('\n'),
+    );
+    const child = spawnSync(process.execPath, ['--import=./src/typescript-cache.mjs', 'src/late.ts'], { cwd: root, encoding: 'utf8' });
+    assert.equal(child.status, 0, child.stderr);
+    assert.deepEqual(JSON.parse(child.stdout), { word: 'hej', where: '', stripper: true });
+    rmSync(join(root, 'src', 'late.ts'));
+  });
+
   test('a cache that cannot be written leaves Node to strip as usual, with a warning', () => {
     rmSync(join(root, 'node_modules'), { recursive: true, force: true });
     writeFileSync(join(root, 'node_modules'), 'not a folder');
