@@ -47,10 +47,18 @@ const DB_UNREACHABLE_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOS
 const DB_UNREACHABLE_MESSAGES =
   /^(Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection terminated unexpectedly|Client was closed and is not queryable)/;
 
+/** True when PostgreSQL ended the statement's transaction to break a deadlock (40P01): trying it again is safe. */
+export function isDeadlockVictim(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '40P01';
+}
+
 /**
  * Runs `attempt` until it succeeds or fails for a reason other than the database being out of
  * reach; while it is out of reach, waits (250 ms, growing to 2 s) and tries again — a worker
- * pauses through an outage instead of dropping what it holds. `giveUp` ends the waiting (the
+ * pauses through an outage instead of dropping what it holds. An attempt that PostgreSQL ended to
+ * break a deadlock is tried again too: `attempt` is a whole statement or transaction, and its
+ * every change was undone (the sent recorder's, aborted beside a lease renewal of the same
+ * claims, left them to run out and be sent twice). `giveUp` ends the waiting (the
  * process is stopping): the last error is thrown. `onWait` hears of each failed attempt (to log it).
  */
 export async function whileDatabaseAway<T>(
@@ -62,7 +70,7 @@ export async function whileDatabaseAway<T>(
     try {
       return await attempt();
     } catch (error) {
-      if (!isDatabaseUnavailable(error) || giveUp()) throw error;
+      if (!(isDatabaseUnavailable(error) || isDeadlockVictim(error)) || giveUp()) throw error;
       onWait?.(error);
       await new Promise((resolve) => setTimeout(resolve, backoffMs(failures, { baseMs: 250, maxMs: 2_000 })));
     }

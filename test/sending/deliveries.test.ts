@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { whileDatabaseAway } from '../../src/db/errors.ts';
 import { recordSent } from '../../src/sending/deliveries.ts';
 import { createMessage, createOwnContact, DROPS } from '../messages/fixtures.ts';
 import { asKey } from '../support/client.ts';
 import { type Actor, assertProblem, createTeam, createUser } from '../support/factories.ts';
 import { assertPaging, idsOf } from '../support/paging.ts';
 import { assertShape, pageShape } from '../support/shapes.ts';
-import { startTestApp, type TestApp } from '../support/test-app.ts';
+import { startTestApp, type TestApp, usingPostgres } from '../support/test-app.ts';
 import { DELIVERY, type SentDelivery, sendEmail } from './fixtures.ts';
 
 /** `GET /{templated_emails|voicemail_drops}/{id}/deliveries`: the delivery ledger of a message. */
@@ -178,4 +179,51 @@ describe('recording sent outcomes', () => {
       );
     });
   }
+
+  test('a record that PostgreSQL ends to break a deadlock is tried again, not lost', {
+    skip: !usingPostgres && 'two connections at once need PostgreSQL',
+  }, async () => {
+    await reclaim();
+    const before = await sentCount();
+    const [low, high] = email.deliveries.map((d) => d.id).toSorted((x, y) => x - y) as [number, number];
+    const { db } = t.database;
+    const deadlocks = async () =>
+      Number(
+        (await sql<{ n: string }>`SELECT deadlocks AS n FROM pg_stat_database WHERE datname = current_database()`.execute(db)).rows[0]?.n,
+      );
+    const deadlocksBefore = await deadlocks();
+    // Another writer holds the higher row; the record takes the lower one and waits for it.
+    const { recording } = await db.transaction().execute(async (trx) => {
+      await sql`SELECT id FROM deliveries WHERE id = ${high} FOR UPDATE`.execute(trx);
+      const xid = (await sql<{ xid: string }>`SELECT pg_current_xact_id()::text AS xid`.execute(trx)).rows[0]?.xid;
+      const recording = whileDatabaseAway(() =>
+        recordSent(
+          db,
+          [
+            { id: low, attempts: 2, providerMessageId: null },
+            { id: high, attempts: 2, providerMessageId: null },
+          ],
+          new Date(),
+          3,
+        ),
+      );
+      recording.catch(() => {});
+      for (let waited = 0; ; waited += 10) {
+        const { rows } = await sql<{ n: string }>`
+            SELECT count(*) AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = ${xid}`.execute(
+          db,
+        );
+        if (Number(rows[0]?.n) > 0) break;
+        assert.ok(waited < 5_000, 'the record never waited for the higher row');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // The writer now wants the lower row, which the record holds: a deadlock. The record, waiting
+      // longer, is the one PostgreSQL ends; the writer goes on and commits.
+      await sql`UPDATE deliveries SET lease_until = now() + interval '10 seconds' WHERE id = ${low}`.execute(trx);
+      return { recording };
+    });
+    assert.equal(await recording, 2, 'tried again once the writer committed');
+    assert.equal(await sentCount(), before + 2);
+    assert.ok((await deadlocks()) > deadlocksBefore, 'PostgreSQL saw the deadlock');
+  });
 });
