@@ -48,7 +48,7 @@ const DB_UNREACHABLE_MESSAGES =
   /^(Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection terminated unexpectedly|Client was closed and is not queryable)/;
 
 /** True when PostgreSQL ended the statement's transaction to break a deadlock (40P01): trying it again is safe. */
-export function isDeadlockVictim(error: unknown): boolean {
+function isDeadlockVictim(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '40P01';
 }
 
