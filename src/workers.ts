@@ -24,11 +24,15 @@ export interface Workers {
 }
 
 export function engineSettings(config: Config): EngineSettings {
+  // Enough in flight to keep every pooled SMTP connection busy, and no more: a message queued
+  // inside the pool cannot be called back by a cancel.
+  const sendConcurrency = config.smtpUrl ? config.smtpMaxConnections : 4;
   return {
     batchSize: config.sendBatchSize,
-    // Enough in flight to keep every pooled SMTP connection busy, and no more: a message queued
-    // inside the pool cannot be called back by a cancel.
-    sendConcurrency: config.smtpUrl ? config.smtpMaxConnections : 4,
+    sendConcurrency,
+    // Two per connection: one message at its final dot, one accepted and waiting for its record.
+    // With one, each connection waited at its dot for the record before it (docs/sending.md).
+    handOverSlots: 2 * sendConcurrency,
     recordEvery: Math.min(config.sendBatchSize, 20),
     loops: 2,
     parallelism: 8,

@@ -36,11 +36,13 @@ interface EngineDeps {
 export interface EngineSettings {
   /** Deliveries one delivery job claims per round trip (SEND_BATCH_SIZE). */
   batchSize: number;
-  /**
-   * Deliveries the process has with the provider at once, counting each until its outcome is
-   * recorded (the SMTP pool's connections): also the most a crash can send twice.
-   */
+  /** Deliveries one batch has with the provider at once (its lanes: the SMTP pool's connections). */
   sendConcurrency: number;
+  /**
+   * Deliveries of the process that the provider may have accepted without their outcome recorded
+   * yet (its hand-over slots, send-batch.ts): also the most a crash can send twice.
+   */
+  handOverSlots: number;
   /** Most `sent` outcomes one statement records (they are group-committed: see send-batch.ts). */
   recordEvery: number;
   /** Delivery jobs one process runs at once. */
@@ -86,7 +88,7 @@ export class SendingEngine {
     this.#deps = deps;
     this.#settings = settings;
     this.#leases = new LeaseKeeper(deps.database.db, deps.clock, settings.leaseMs, deps.log);
-    this.#handOvers = new Slots(settings.sendConcurrency);
+    this.#handOvers = new Slots(settings.handOverSlots);
   }
 
   /** The process's hand-over slots, shared by every batch it runs (send-batch.ts). */

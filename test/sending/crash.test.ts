@@ -25,14 +25,14 @@ import { waitFor } from './support/wait.ts';
  * had claimed (state `sending` when it died) may have been accepted by the SMTP server without
  * being recorded yet; the new worker takes the claim over when its lease runs out and sends it
  * again, with the same Message-ID. The test checks exactly that: every duplicate is one of the
- * claims the dead worker held, each went out at most twice, and — a process holding one hand-over
- * slot per SMTP connection until the outcome is recorded — with one SMTP connection at most one
- * email goes out twice per crash.
+ * claims the dead worker held, each went out at most twice, and — a process holding two hand-over
+ * slots per SMTP connection, each until its outcome is recorded — with one SMTP connection at most
+ * two emails go out twice per crash.
  */
 const RECIPIENTS = 2000;
 const DUPLICATE_WINDOW = 2 * 10;
-/** SMTP_MAX_CONNECTIONS of WORKER_ENV: the most a crash may send twice. */
-const MOST_DUPLICATES = 1;
+/** The hand-over slots of WORKER_ENV (2 × SMTP_MAX_CONNECTIONS): the most a crash may send twice. */
+const MOST_DUPLICATES = 2;
 // The killed worker's delivery job is retried once the job queue sees its heartbeat silent:
 // checked every 5 s here rather than every minute (JOB_SUPERVISE_INTERVAL).
 const WORKER_ENV = {
