@@ -65,6 +65,13 @@ interface Run {
   output: string;
 }
 
+/**
+ * How long one document's commands may run before they are taken for hung: docs/cli.md, about 20 s
+ * on a quiet machine, ran past 50 s in a CI run on a machine that copied memory at 270 MB/s
+ * (2026-11-29); each of its commands starts a Node process.
+ */
+const SCRIPT_MS = 150_000;
+
 function runBash(script: string, cwd: string, env: Record<string, string>, timeoutMs: number): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn('bash', ['--noprofile', '--norc', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -174,7 +181,7 @@ async function runMarkdown(file: string, markdown: string): Promise<{ failures: 
       TMPDIR: process.env.TMPDIR ?? tmpdir(),
       DOCTEST_DIR: work,
     };
-    const run = await runBash(scriptFile, clone, env, 50_000);
+    const run = await runBash(scriptFile, clone, env, SCRIPT_MS);
     const recorded = existsSync(join(work, 'failures')) ? await readFile(join(work, 'failures'), 'utf8') : '';
     // "script line N" → the Markdown line it came from.
     const failures = recorded.replace(/script line (\d+)/g, (_, n: string) => sources[Number(n) - 1] ?? `script line ${n}`);
@@ -217,7 +224,7 @@ for (const file of FILES) {
     continue;
   }
   // The docs read ids from answers with jq, as they tell the reader to.
-  test(`${file} runs as written`, { timeout: 60_000, skip: tools.jq.skip }, async () => {
+  test(`${file} runs as written`, { timeout: SCRIPT_MS + 10_000, skip: tools.jq.skip }, async () => {
     const { failures, output, left } = await runMarkdown(file, markdown);
     assert.equal(failures, '', `${file} failed:\n${failures}\n--- output ---\n${output.slice(-6000)}`);
     assert.deepEqual(left, [], `${file} left files outside scratch/`);

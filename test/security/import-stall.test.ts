@@ -14,7 +14,8 @@ import { startTestApp, type TestApp, usingPostgres } from '../support/test-app.t
  * 20 ms until the import answers. Every read must answer 200, and three measures judge the wait:
  *
  * - the longest turn of the event loop in this thread's CPU time (between two ticks of a 1 ms
- *   timer), what the import does at once, which the machine's load hardly changes: under 150 ms.
+ *   timer), what the import does at once, which the machine's load hardly changes: under 150 ms,
+ *   plus what three fresh copies of the file cost on this machine (freshCopyMs).
  *   A 64 KB slice is 2–3 ms, a PGlite batch 20–30 ms (its transaction runs in one turn), a major
  *   GC some tens of milliseconds: the longest measured were 42–60 ms on PGlite (48–82 ms before
  *   the batches got cheaper) and 28–39 ms on PostgreSQL; the whole file parsed at once was one
@@ -46,6 +47,22 @@ const LIMIT_MS = 100;
 const QUIET_MS = 50;
 const QUEUED_SHARE = 0.1;
 const TURN_CPU_MS = 150;
+
+/**
+ * What this machine charges, in this thread's CPU, for copying the file into memory touched for
+ * the first time — as Fastify collects a request's body (Buffer.concat of its chunks) and as a
+ * decoder writes its text: 3–5 ms on a quiet machine, 75–82 ms on one (2026-11-29) whose page
+ * faults made every fresh copy of 20 MB that slow, where the import's longest turn was 168–277 ms
+ * with nothing else changed: about three such copies more than on a quiet machine, which the
+ * turn's limit allows on top of TURN_CPU_MS. Parsing the whole file at once still fails it.
+ */
+function freshCopyMs(bytes: number): number {
+  const chunks = Array.from({ length: Math.ceil(bytes / 65_536) }, () => Buffer.alloc(65_536, 97));
+  const cpu = process.threadCpuUsage();
+  Buffer.concat(chunks);
+  const { user, system } = process.threadCpuUsage(cpu);
+  return (user + system) / 1000;
+}
 
 /**
  * This process's time on the OS's run queue so far, in milliseconds: its main thread's, and all its
@@ -134,6 +151,7 @@ describe('one import does not stall every tenant (issue 36, finding 5)', () => {
     const ownFloor = Math.max(...reads.map((r) => r.own ?? 0));
     reads.length = 0;
 
+    const turnLimitMs = TURN_CPU_MS + 3 * freshCopyMs(file.length);
     let longestTurn = 0;
     let cpu = process.threadCpuUsage();
     const ticks = setInterval(() => {
@@ -178,14 +196,14 @@ describe('one import does not stall every tenant (issue 36, finding 5)', () => {
             .map((r) => `${r.url} ${Math.round(r.own ?? 0)} ms`)
             .join(', ')}, before it ${Math.round(ownFloor)} ms; `
         : '') +
-      `the longest turn of the event loop: ${Math.round(longestTurn)} ms of CPU`;
+      `the longest turn of the event loop: ${Math.round(longestTurn)} ms of CPU (limit ${Math.round(turnLimitMs)} ms)`;
     assert.ok(reads.length >= 50, `at least 50 reads: ${summary}`);
     assert.deepEqual(
       reads.filter((r) => r.status !== 200),
       [],
       summary,
     );
-    assert.ok(longestTurn < TURN_CPU_MS, summary);
+    assert.ok(longestTurn < turnLimitMs, summary);
     if (judgeOwn) {
       assert.ok((slowestOwn[0]?.own ?? 0) < LIMIT_MS + ownFloor, summary);
       context.diagnostic(summary);
