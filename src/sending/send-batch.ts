@@ -37,7 +37,7 @@ interface BatchContext {
   /** The process's lease heartbeat (leases.ts). */
   leases: LeaseKeeper;
   /**
-   * The process's hand-over slots (2 × SMTP_MAX_CONNECTIONS, shared by every batch it runs):
+   * The process's hand-over slots (EngineSettings.handOverSlots, shared by every batch it runs):
    * a slot is held from handing a delivery to the provider until its outcome is recorded. So at
    * any instant at most that many deliveries of the process can have been accepted by the provider
    * without being on disk — the most a crash can make go out twice.

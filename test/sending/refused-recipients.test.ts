@@ -39,7 +39,7 @@ describe('recipients refused at RCPT among many accepted', () => {
  * and asks for a slot at the final dot without waiting for it; when every slot of the process is
  * held (by other deliveries' records, here by the test) and the server refuses the recipient
  * meanwhile, the send ends before the slot comes. That slot, when it comes, must go back: once it
- * was kept by nobody, and once every slot was lost so the process never handed anything over again.
+ * was kept by nobody, and once every slot was lost that way the process never handed anything over again.
  */
 describe('a recipient refused while its delivery waits for a hand-over slot', () => {
   let s: SendingApp;
